@@ -1,0 +1,149 @@
+// Package report defines the JSON report a sortie run writes and the results
+// stream it appends to, and reads and writes both.
+//
+// The schema is a compatibility contract: reports written by the sortie +
+// Nighthawk stack and by this driver share it, so dashboards, the gate and
+// grep recipes read either. Fields are only ever added, never renamed.
+//
+// A report is one JSON object:
+//
+//	{"pass": bool, "executions": [Execution, ...]}
+//
+// The results stream holds one compact Execution object per line, in the
+// order the executions finished (a skipped execution too).
+//
+// Counters are named benchmark.* (benchmark.http_2xx, benchmark.pool_overflow,
+// benchmark.stream_resets_before_headers, ...). Statistics are keyed by
+// histogram id (benchmark_http_client.latency_2xx, ...); durations are in
+// nanoseconds ("unit": "ns"), sizes are raw ("unit": "raw").
+//
+// This package imports no network code: the gate reads reports with it.
+package report
+
+// Report is the whole verdict of a run.
+type Report struct {
+	// Pass is true when every execution passed.
+	Pass bool `json:"pass"`
+	// Executions in the order the plan lists them.
+	Executions []Execution `json:"executions"`
+}
+
+// Execution is one target of one scenario (or one stage of it) run on every
+// backend of a pool.
+type Execution struct {
+	// Label names the execution: "<scenario>/<target>", with "/stage-N"
+	// appended for a staircase stage.
+	Label string `json:"label"`
+	// Scenario is the plan's scenario name.
+	Scenario string `json:"scenario"`
+	// Pool is the name of the plan's pool of engines.
+	Pool string `json:"pool"`
+	// Rate is the planned requests per second: per backend when PerBackend,
+	// else for the whole pool. For a ramping-rate executor it is the rate
+	// after the ramp.
+	Rate float64 `json:"rate"`
+	// PerBackend says Rate is what each backend sends.
+	PerBackend bool `json:"per_backend"`
+	// DurationMs is the planned duration.
+	DurationMs int64 `json:"duration_ms"`
+	// RampMs is the planned ramp from 0 to Rate at the start of DurationMs
+	// (ramping-rate executors only).
+	RampMs int64 `json:"ramp_ms,omitempty"`
+	// ElapsedMs runs from StartedAt to the last backend's answer.
+	ElapsedMs int64 `json:"elapsed_ms"`
+	// StartedAt is when the driver dispatched the execution (RFC 3339, ms).
+	StartedAt string `json:"started_at,omitempty"`
+	// EndedAt is when the last backend answered or was given up on.
+	EndedAt string `json:"ended_at,omitempty"`
+	// Pass is true when every threshold held and no backend failed.
+	Pass bool `json:"pass"`
+	// NotRun is true for an execution that was never started (a later stage
+	// after a refusal, or a run cancelled before it); it carries no counters.
+	NotRun bool `json:"not_run,omitempty"`
+	// Refused is "execution_cap" when an engine refused the start at its cap
+	// of concurrent executions.
+	Refused string `json:"refused,omitempty"`
+	// Error says why the execution failed or was not run.
+	Error string `json:"error,omitempty"`
+	// DNS is the name the pool was resolved from, for a dns pool.
+	DNS string `json:"dns,omitempty"`
+	// Backends are the engine addresses the execution was dispatched to.
+	Backends []string `json:"backends"`
+	// Thresholds are the judged thresholds, in plan order.
+	Thresholds []Threshold `json:"thresholds,omitempty"`
+	// Failures lists, in words, every reason the execution failed.
+	Failures []string `json:"failures,omitempty"`
+	// Totals are the counters summed over the backends that answered.
+	Totals map[string]uint64 `json:"totals,omitempty"`
+	// Results holds one entry per backend that answered.
+	Results []BackendResult `json:"results,omitempty"`
+	// BackendErrors names every backend that failed: lost, silent, refused
+	// or stalled. A backend may have both a result and an error.
+	BackendErrors []BackendError `json:"backend_errors,omitempty"`
+}
+
+// Threshold is one judged threshold expression.
+type Threshold struct {
+	// Expr is the expression as written in the plan.
+	Expr string `json:"expr"`
+	// Scope is "pool" for counters and rates judged on totals, or the
+	// backend address for statistics judged per backend.
+	Scope string `json:"scope"`
+	// Pass is true when the expression held.
+	Pass bool `json:"pass"`
+	// Actual is the value the expression was judged on, or why it could not
+	// be judged.
+	Actual string `json:"actual"`
+}
+
+// BackendResult is what one engine returned for one execution.
+type BackendResult struct {
+	// Backend is the engine's address.
+	Backend string `json:"backend"`
+	// BackendName is the engine's --backend-name (a node name), if it has one.
+	BackendName string `json:"backend_name,omitempty"`
+	// ElapsedMs runs from StartedAt to the engine's last outcome.
+	ElapsedMs int64 `json:"elapsed_ms"`
+	// StartedAt is when the engine's first request was due (RFC 3339, ms).
+	StartedAt string `json:"started_at,omitempty"`
+	// Planned is how many requests the plan asked of this backend.
+	Planned uint64 `json:"planned,omitempty"`
+	// Cancelled is true when the execution was cancelled before its end.
+	Cancelled bool `json:"cancelled,omitempty"`
+	// Counters by name; a counter that is absent was zero.
+	Counters map[string]uint64 `json:"counters"`
+	// Statistics by histogram id.
+	Statistics map[string]Statistic `json:"statistics,omitempty"`
+}
+
+// Statistic summarises one histogram. Durations are in nanoseconds.
+type Statistic struct {
+	Count  uint64  `json:"count"`
+	Unit   string  `json:"unit"`
+	Mean   float64 `json:"mean"`
+	Pstdev float64 `json:"pstdev"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	P50    float64 `json:"p50,omitempty"`
+	P90    float64 `json:"p90,omitempty"`
+	P99    float64 `json:"p99,omitempty"`
+	P999   float64 `json:"p99.9,omitempty"`
+}
+
+// BackendError names a backend that failed an execution.
+type BackendError struct {
+	// Backend is the engine's address.
+	Backend string `json:"backend"`
+	// Error says what happened.
+	Error string `json:"error"`
+	// Refused is "execution_cap" when the engine refused the start at its cap.
+	Refused string `json:"refused,omitempty"`
+}
+
+// RefusedExecutionCap is the Refused value of a start refused at an engine's
+// cap of concurrent executions.
+const RefusedExecutionCap = "execution_cap"
+
+// TimeFormat is the layout of StartedAt and EndedAt: RFC 3339 in UTC with
+// milliseconds.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
