@@ -1,0 +1,145 @@
+// Package clock lets long-running harness programs wait on time without
+// sleeping for real in tests: programs take a Clock, main passes Real, and
+// tests pass a Fake they advance by hand.
+package clock
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Clock is the time source of a program.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d or until ctx is done, and returns ctx.Err() in the
+	// latter case.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// Real is the wall clock.
+type Real struct{}
+
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }
+
+// Sleep waits for d on a timer, or until ctx is done.
+func (Real) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+var _ Clock = Real{}
+
+// Fake is a clock that moves only when told. Sleepers wake when Advance
+// moves the time to or past their deadline.
+type Fake struct {
+	mu       sync.Mutex
+	now      time.Time
+	sleepers []*sleeper
+	// changed is closed and replaced whenever a sleeper is added, so a test
+	// can wait until the program under test is blocked.
+	changed chan struct{}
+}
+
+type sleeper struct {
+	until time.Time
+	done  chan struct{}
+}
+
+var _ Clock = (*Fake)(nil)
+
+// NewFake returns a Fake clock at t.
+func NewFake(t time.Time) *Fake {
+	return &Fake{now: t, changed: make(chan struct{})}
+}
+
+// Now returns the fake time.
+func (f *Fake) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// Sleep blocks until Advance reaches now+d or ctx is done.
+func (f *Fake) Sleep(ctx context.Context, d time.Duration) error {
+	f.mu.Lock()
+	if d <= 0 {
+		f.mu.Unlock()
+		return ctx.Err()
+	}
+	s := &sleeper{until: f.now.Add(d), done: make(chan struct{})}
+	f.sleepers = append(f.sleepers, s)
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		f.mu.Lock()
+		for i, o := range f.sleepers {
+			if o == s {
+				f.sleepers = append(f.sleepers[:i], f.sleepers[i+1:]...)
+				break
+			}
+		}
+		f.mu.Unlock()
+		return ctx.Err()
+	case <-s.done:
+		return nil
+	}
+}
+
+// Advance moves the clock forward by d and wakes every sleeper whose
+// deadline has come, earliest first.
+func (f *Fake) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	sort.SliceStable(f.sleepers, func(i, j int) bool { return f.sleepers[i].until.Before(f.sleepers[j].until) })
+	kept := f.sleepers[:0]
+	for _, s := range f.sleepers {
+		if !s.until.After(f.now) {
+			close(s.done)
+			continue
+		}
+		kept = append(kept, s)
+	}
+	f.sleepers = kept
+}
+
+// Sleepers returns how many goroutines are blocked in Sleep.
+func (f *Fake) Sleepers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.sleepers)
+}
+
+// WaitForSleepers blocks until at least n goroutines are blocked in Sleep,
+// or ctx is done. Tests call it before Advance so the program under test is
+// known to be waiting.
+func (f *Fake) WaitForSleepers(ctx context.Context, n int) error {
+	for {
+		f.mu.Lock()
+		if len(f.sleepers) >= n {
+			f.mu.Unlock()
+			return nil
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package clock
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestFakeWakesSleepersInOrder(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	ctx := context.Background()
+	woke := make(chan time.Duration, 2)
+	for _, d := range []time.Duration{2 * time.Second, time.Second} {
+		go func() {
+			if err := f.Sleep(ctx, d); err == nil {
+				woke <- d
+			}
+		}()
+	}
+	if err := f.WaitForSleepers(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	f.Advance(time.Second)
+	if got := <-woke; got != time.Second {
+		t.Fatalf("first wake %v, want 1s", got)
+	}
+	if n := f.Sleepers(); n != 1 {
+		t.Fatalf("sleepers after 1s = %d, want 1", n)
+	}
+	f.Advance(time.Second)
+	if got := <-woke; got != 2*time.Second {
+		t.Fatalf("second wake %v, want 2s", got)
+	}
+	if got := f.Now(); !got.Equal(time.Unix(2, 0)) {
+		t.Fatalf("now = %v", got)
+	}
+}
+
+func TestFakeSleepCancelled(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- f.Sleep(ctx, time.Hour) }()
+	if err := f.WaitForSleepers(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-errc; err != context.Canceled {
+		t.Fatalf("Sleep = %v, want context.Canceled", err)
+	}
+	if n := f.Sleepers(); n != 0 {
+		t.Fatalf("sleepers = %d after cancel", n)
+	}
+}
