@@ -1,0 +1,67 @@
+package soak
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseFault(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		want Fault
+		err  string
+	}{
+		{spec: "target-down:svc-1@10s+5s", want: Fault{Kind: TargetDown, Subject: "svc-1", At: 10 * time.Second, For: 5 * time.Second}},
+		{spec: "engine-kill:node-b@20s", want: Fault{Kind: EngineKill, Subject: "node-b", At: 20 * time.Second}},
+		{spec: "engine-freeze:node-b@5s+3m", want: Fault{Kind: EngineFreeze, Subject: "node-b", At: 5 * time.Second, For: 3 * time.Minute}},
+		{spec: "driver-freeze:@10s+1m30s", want: Fault{Kind: DriverFreeze, At: 10 * time.Second, For: 90 * time.Second}},
+		{spec: "target-down:svc-1@10s", err: "needs a length"},
+		{spec: "engine-kill:node-b@20s+1s", err: "takes no length"},
+		{spec: "driver-freeze:x@1s+1s", err: "takes no subject"},
+		{spec: "engine-freeze:Node_B@1s+1s", err: "[a-z0-9-]"},
+		{spec: "reboot:node-a@1s", err: "unknown kind"},
+		{spec: "target-down:svc-1@soon+5s", err: "not a duration"},
+		{spec: "target-down:svc-1@1s+0s", err: "positive duration"},
+		{spec: "target-down:svc-1@-1s+1s", err: "not a duration"},
+		{spec: "target-down", err: "want KIND"},
+		{spec: "target-down:svc-1", err: "missing @START"},
+	} {
+		got, err := ParseFault(tc.spec)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseFault(%q) error = %v, want one containing %q", tc.spec, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseFault(%q): %v", tc.spec, err)
+			continue
+		}
+		if d := cmp.Diff(tc.want, got); d != "" {
+			t.Errorf("ParseFault(%q) (-want +got):\n%s", tc.spec, d)
+		}
+		// A parsed fault prints back to a spec that parses to itself.
+		again, err := ParseFault(got.String())
+		if err != nil || again != got {
+			t.Errorf("round trip of %q: %v, %v", got.String(), again, err)
+		}
+	}
+}
+
+func FuzzParseFault(f *testing.F) {
+	for _, s := range []string{"target-down:svc-1@10s+5s", "engine-kill:node-b@20s", "driver-freeze:@1s+1s", ":@+", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		got, err := ParseFault(spec)
+		if err != nil {
+			return
+		}
+		if _, err := ParseFault(got.String()); err != nil {
+			t.Fatalf("%q parsed to %v, which does not parse back: %v", spec, got, err)
+		}
+	})
+}
