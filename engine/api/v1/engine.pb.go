@@ -839,7 +839,11 @@ type Result struct {
 	// The execution was cancelled before its planned end.
 	Cancelled bool `protobuf:"varint,7,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	// Requests the plan asked for, counting those a cancel left unsent.
-	Planned       uint64 `protobuf:"varint,8,opt,name=planned,proto3" json:"planned,omitempty"`
+	Planned uint64 `protobuf:"varint,8,opt,name=planned,proto3" json:"planned,omitempty"`
+	// Planned requests never due because the execution was cancelled first;
+	// they have no outcome. planned = unsent + the sum of the outcome
+	// classes, always.
+	Unsent        uint64 `protobuf:"varint,9,opt,name=unsent,proto3" json:"unsent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -926,6 +930,13 @@ func (x *Result) GetCancelled() bool {
 func (x *Result) GetPlanned() uint64 {
 	if x != nil {
 		return x.Planned
+	}
+	return 0
+}
+
+func (x *Result) GetUnsent() uint64 {
+	if x != nil {
+		return x.Unsent
 	}
 	return 0
 }
@@ -1198,7 +1209,7 @@ const file_engine_proto_rawDesc = "" +
 	"\x03p90\x18\t \x01(\x03R\x03p90\x12\x10\n" +
 	"\x03p99\x18\n" +
 	" \x01(\x03R\x03p99\x12\x12\n" +
-	"\x04p999\x18\v \x01(\x03R\x04p999\"\xb4\x03\n" +
+	"\x04p999\x18\v \x01(\x03R\x04p999\"\xcc\x03\n" +
 	"\x06Result\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12!\n" +
 	"\fbackend_name\x18\x02 \x01(\tR\vbackendName\x12B\n" +
@@ -1210,7 +1221,8 @@ const file_engine_proto_rawDesc = "" +
 	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x123\n" +
 	"\aelapsed\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\aelapsed\x12\x1c\n" +
 	"\tcancelled\x18\a \x01(\bR\tcancelled\x12\x18\n" +
-	"\aplanned\x18\b \x01(\x04R\aplanned\x1a;\n" +
+	"\aplanned\x18\b \x01(\x04R\aplanned\x12\x16\n" +
+	"\x06unsent\x18\t \x01(\x04R\x06unsent\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"2\n" +
