@@ -1,0 +1,387 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sortie-soak/sortie/internal/counters"
+)
+
+// Profiles and their run lengths. e2e is the quarter-hour run a change is
+// judged by, soak the 8h30m run, local the minute of `soak local`.
+var Profiles = map[string]time.Duration{
+	"e2e":   900 * time.Second,
+	"soak":  30600 * time.Second,
+	"local": 60 * time.Second,
+}
+
+// Names in the rendered plan, read by the harness and the gate.
+const (
+	PoolName     = "nodes"
+	ScenarioName = "mesh"
+	UserAgent    = "sortie-soak"
+	StatsPrefix  = "sortie"
+	// StatsFlush is how often the engines flush statsd deltas.
+	StatsFlush = 10 * time.Second
+)
+
+// AutoMaxPending asks Render to compute max_pending_requests from the stall
+// budget.
+const AutoMaxPending = -1
+
+// maxStallBudget bounds the stall budget so the queue arithmetic cannot
+// overflow.
+const maxStallBudget = time.Hour
+
+// ZeroThresholds are the outcome classes that must stay at zero: every
+// request of the run must be a 2xx, and these are every other way a request
+// can end except 1xx and 3xx, which a soak target never sends.
+var ZeroThresholds = []string{
+	counters.HTTP4xx,
+	counters.HTTP5xx,
+	counters.StreamResets,
+	counters.PoolConnectionFailure,
+	counters.PoolFailureTimeout,
+	counters.PoolOverflow,
+	counters.InflightLost,
+}
+
+// Options are what a plan is rendered from. Start from DefaultOptions.
+type Options struct {
+	// Profile is e2e, soak or local; it sets the duration.
+	Profile string
+	// TargetsFile names the targets file. Run reads it; Render only puts its
+	// base name in the plan's header comment.
+	TargetsFile string
+	// Targets are the parsed targets file.
+	Targets []Target
+	// Backends is how many engines the pool holds: the 2xx rate floor is
+	// written for exactly this many, so a missing node fails every target
+	// instead of shrinking the run. 0 with Services means len(Services).
+	Backends int
+	// DNS is the engines' host:port (a headless Service); exclusive with
+	// Services.
+	DNS string
+	// Services are the engines' host:port addresses; exclusive with DNS.
+	Services []string
+	// Duration overrides the profile's duration; whole seconds.
+	Duration time.Duration
+	// Rate is the requests per second every node sends, over all targets.
+	Rate int
+	// Concurrency is the workers per target per engine.
+	Concurrency int
+	// Statsd is an IP:port to stream statsd deltas to; empty for none.
+	Statsd string
+	// MaxPending is max_pending_requests: AutoMaxPending computes it from
+	// StallBudget, 0 leaves it out of the plan (the engine's default), and
+	// a positive value is written as is.
+	MaxPending int
+	// StallBudget is how long a stalled connection may hold the largest
+	// share's requests before they overflow.
+	StallBudget time.Duration
+	// FloorPct is the 2xx rate floor, in percent of the smallest share.
+	FloorPct float64
+}
+
+// DefaultOptions returns the defaults: 60 rps per node, concurrency 1, a
+// computed queue with a 2 s stall budget, a 99 % floor.
+func DefaultOptions() Options {
+	return Options{
+		Rate:        60,
+		Concurrency: 1,
+		MaxPending:  AutoMaxPending,
+		StallBudget: 2 * time.Second,
+		FloorPct:    99,
+	}
+}
+
+// Validate returns every problem with the options at once.
+func (o Options) Validate() error {
+	var errs []error
+	if len(o.Targets) == 0 {
+		errs = append(errs, errors.New("no targets (--targets)"))
+	} else if len(o.Targets) > MaxTargets {
+		errs = append(errs, fmt.Errorf("%d targets, at most %d", len(o.Targets), MaxTargets))
+	}
+	return errors.Join(append(errs, o.validateFlags())...)
+}
+
+// validateFlags checks everything but the targets.
+func (o Options) validateFlags() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if _, ok := Profiles[o.Profile]; !ok {
+		if o.Profile == "" {
+			bad("--profile is required (e2e, soak or local)")
+		} else {
+			bad("--profile must be e2e, soak or local, got %q", o.Profile)
+		}
+	}
+	switch {
+	case o.DNS == "" && len(o.Services) == 0:
+		bad("one of --dns or --services is required")
+	case o.DNS != "" && len(o.Services) > 0:
+		bad("--dns and --services are exclusive")
+	case o.DNS != "":
+		if err := checkHostPort(o.DNS); err != nil {
+			bad("--dns: %w", err)
+		}
+		if o.Backends < 1 {
+			bad("--backends must be at least 1 with --dns (the engines the name must resolve to)")
+		}
+	default:
+		seen := map[string]bool{}
+		for _, s := range o.Services {
+			if err := checkHostPort(s); err != nil {
+				bad("--services: %w", err)
+			} else if seen[s] {
+				bad("--services: %q is listed twice", s)
+			}
+			seen[s] = true
+		}
+		if o.Backends != 0 && o.Backends != len(o.Services) {
+			bad("--backends %d but --services lists %d engines", o.Backends, len(o.Services))
+		}
+	}
+	if o.Backends < 0 || o.Backends > 10000 {
+		bad("--backends must be 1 to 10000, got %d", o.Backends)
+	}
+	if o.Duration < 0 || o.Duration%time.Second != 0 {
+		bad("--duration must be a positive whole number of seconds, got %s", o.Duration)
+	}
+	if o.Rate < 1 || o.Rate > MaxRate {
+		bad("--rate must be 1 to %d, got %d", MaxRate, o.Rate)
+	}
+	if o.Concurrency < 1 || o.Concurrency > MaxConcurrency {
+		bad("--concurrency must be 1 to %d, got %d", MaxConcurrency, o.Concurrency)
+	}
+	if o.Statsd != "" {
+		if err := checkStatsd(o.Statsd); err != nil {
+			bad("--statsd: %w", err)
+		}
+	}
+	if o.MaxPending < AutoMaxPending || o.MaxPending > 1_000_000 {
+		bad("--max-pending must be 0 to 1000000, got %d", o.MaxPending)
+	}
+	if o.StallBudget <= 0 || o.StallBudget > maxStallBudget {
+		bad("--stall-budget must be more than 0 and at most %s, got %s", maxStallBudget, o.StallBudget)
+	}
+	if !(o.FloorPct > 0 && o.FloorPct <= 100) {
+		bad("--floor-pct must be more than 0 and at most 100, got %v", o.FloorPct)
+	}
+	return errors.Join(errs...)
+}
+
+// checkStatsd accepts an IP literal and a port: the engines' statsd sink
+// does not resolve names.
+func checkStatsd(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q must be IP:port: %w", s, err)
+	}
+	if net.ParseIP(host) == nil {
+		return fmt.Errorf("%q: %q is not an IP literal (names are not resolved)", s, host)
+	}
+	if _, err := parsePort(port); err != nil {
+		return fmt.Errorf("%q: %w", s, err)
+	}
+	return nil
+}
+
+// Rendered is a rendered plan and the numbers it was made of.
+type Rendered struct {
+	// YAML is the plan file.
+	YAML []byte
+	// Shares are the per-target rates per node, in file order.
+	Shares []Share
+	// Backends is the number of engines the floor is written for.
+	Backends int
+	// Duration is the run's length.
+	Duration time.Duration
+	// MaxPending is the max_pending_requests written, 0 for none.
+	MaxPending int
+	// Floor is the 2xx rate floor as written in the threshold.
+	Floor string
+}
+
+// Render validates the options, splits the rate and renders the v1 plan.
+func Render(o Options) (*Rendered, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	shares, err := ComputeShares(o.Targets, o.Rate, o.Concurrency)
+	if err != nil {
+		return nil, err
+	}
+	r := &Rendered{Shares: shares, Backends: o.Backends, Duration: o.Duration}
+	if r.Backends == 0 {
+		r.Backends = len(o.Services)
+	}
+	if r.Duration == 0 {
+		r.Duration = Profiles[o.Profile]
+	}
+	rps := r.rps()
+	r.MaxPending = o.MaxPending
+	if r.MaxPending == AutoMaxPending {
+		r.MaxPending = MaxPendingFor(maxInt(rps), o.Concurrency, o.StallBudget)
+	}
+	r.Floor, err = FloorFor(minInt(rps), r.Backends, o.FloorPct)
+	if err != nil {
+		return nil, err
+	}
+	r.YAML = r.plan(o)
+	return r, nil
+}
+
+// MaxPendingFor is ceil(share / concurrency × budget): the requests one
+// worker sends while its connection is stalled for budget, which the queue
+// must hold so a stall that short is latency, not pool_overflow.
+func MaxPendingFor(share, concurrency int, budget time.Duration) int {
+	num := int64(share) * int64(budget)
+	den := int64(concurrency) * int64(time.Second)
+	return int((num + den - 1) / den)
+}
+
+// FloorFor is the 2xx rate floor of the pool: pct % of the smallest share on
+// each of backends nodes. Rate thresholds are judged on pool totals, and a
+// scenario's thresholds apply to all its targets alike, so the floor is
+// written for the smallest. It is computed exactly and printed in its
+// shortest decimal form (0.99 × 3 × 2 is "5.94").
+func FloorFor(smallest, backends int, pct float64) (string, error) {
+	p, ok := new(big.Rat).SetString(strconv.FormatFloat(pct, 'f', -1, 64))
+	if !ok || p.Sign() <= 0 {
+		return "", fmt.Errorf("floor percent %v is not a positive number", pct)
+	}
+	f := new(big.Rat).Mul(p, big.NewRat(int64(smallest)*int64(backends), 100))
+	// pct is a terminating decimal, so f has at most a few more digits than
+	// pct; 40 digits is exact for every float64 FormatFloat prints in 'f'.
+	s := f.FloatString(40)
+	s = strings.TrimRight(s, "0")
+	s = strings.TrimSuffix(s, ".")
+	return s, nil
+}
+
+// plan writes the YAML by hand so that its layout, its comments and its
+// spellings (durations as strings, concurrency as a string) are exactly the
+// contract's.
+func (r *Rendered) plan(o Options) []byte {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	rps := r.rps()
+	source := "the given targets"
+	if o.TargetsFile != "" {
+		source = filepath.Base(o.TargetsFile)
+	}
+	p("# Rendered by sortie-plan from %s; edit that file and render again.\n", oneLine(source))
+	p("# Profile %s: %d rps per node over %s (%s), %s, concurrency %d.\n",
+		o.Profile, o.Rate, plural(len(r.Shares), "target"), SplitString(rps), plural(r.Backends, "backend"), o.Concurrency)
+	switch o.MaxPending {
+	case AutoMaxPending:
+		p("# max_pending_requests %d = ceil(largest share %d rps / concurrency %d x stall budget %s).\n",
+			r.MaxPending, maxInt(rps), o.Concurrency, o.StallBudget)
+	case 0:
+		p("# No max_pending_requests: the engine's default queue.\n")
+	default:
+		p("# max_pending_requests %d as asked.\n", r.MaxPending)
+	}
+	p("# 2xx rate floor %s = %s%% of the smallest share (%d rps) x %s.\n",
+		r.Floor, strconv.FormatFloat(o.FloorPct, 'f', -1, 64), minInt(rps), plural(r.Backends, "backend"))
+	p("version: v1\n")
+	p("pools:\n")
+	p("  - name: %s\n", PoolName)
+	if o.DNS != "" {
+		p("    dns: %s\n", quote(o.DNS))
+	} else {
+		qs := make([]string, len(o.Services))
+		for i, s := range o.Services {
+			qs[i] = quote(s)
+		}
+		p("    services: [%s]\n", strings.Join(qs, ", "))
+	}
+	p("scenarios:\n")
+	p("  - name: %s\n", ScenarioName)
+	p("    pool: %s\n", PoolName)
+	p("    protocol: http1\n")
+	p("    concurrency: %s\n", quote(strconv.Itoa(o.Concurrency)))
+	if r.MaxPending > 0 {
+		p("    max_pending_requests: %d\n", r.MaxPending)
+	}
+	p("    headers: [%s]\n", quote("User-Agent: "+UserAgent))
+	p("    executor: {type: constant-rate, rate: %d, duration: %s, per_backend: true, open_loop: true}\n",
+		o.Rate, seconds(r.Duration))
+	if o.Statsd != "" {
+		p("    stats: {address: %s, prefix: %s, backend: name, flush_interval: %s}\n",
+			quote(o.Statsd), StatsPrefix, seconds(StatsFlush))
+	}
+	p("    # weight is each target's rps per node; they add up to the rate.\n")
+	p("    targets:\n")
+	for _, s := range r.Shares {
+		p("      - {name: %s, url: %s, weight: %d}\n", scalar(s.Name), quote(s.URL), s.RPS)
+	}
+	p("    thresholds:\n")
+	for _, c := range ZeroThresholds {
+		p("      - %s\n", quote("counter:"+c+" == 0"))
+	}
+	p("      - %s\n", quote("rate:"+counters.HTTP2xx+" >= "+r.Floor))
+	return []byte(b.String())
+}
+
+func (r *Rendered) rps() []int {
+	rps := make([]int, len(r.Shares))
+	for i, s := range r.Shares {
+		rps[i] = s.RPS
+	}
+	return rps
+}
+
+// seconds writes a whole-second duration the way plans spell it: "900s".
+func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) + "s" }
+
+// quote writes a YAML double-quoted scalar. Every string quoted here was
+// checked to be printable ASCII without quotes or backslashes, so Go's
+// quoting and YAML's agree; strconv.Quote stays as a guard.
+func quote(s string) string { return strconv.Quote(s) }
+
+// scalar writes s plain when YAML reads it back as the same string, and
+// quoted when it would read as something else (a number, a boolean, null).
+func scalar(s string) string {
+	out, err := yaml.Marshal(s)
+	if err != nil {
+		return quote(s)
+	}
+	return strings.TrimSuffix(string(out), "\n")
+}
+
+// oneLine keeps a file name from breaking out of a comment line.
+func oneLine(s string) string { return strings.NewReplacer("\n", " ", "\r", " ").Replace(s) }
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+func maxInt(xs []int) int {
+	m := xs[0]
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+func minInt(xs []int) int {
+	m := xs[0]
+	for _, x := range xs {
+		m = min(m, x)
+	}
+	return m
+}
