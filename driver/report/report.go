@@ -5,17 +5,86 @@
 // Nighthawk stack and by this driver share it, so dashboards, the gate and
 // grep recipes read either. Fields are only ever added, never renamed.
 //
-// A report is one JSON object:
+// # Report
+//
+// A report is one JSON object, indented by two spaces:
 //
 //	{"pass": bool, "executions": [Execution, ...]}
 //
-// The results stream holds one compact Execution object per line, in the
-// order the executions finished (a skipped execution too).
+// pass is true when every execution passed. executions lists every
+// execution of the plan in plan order (scenarios in file order, then stages,
+// then targets), including those that were never run. A report is written
+// atomically (temporary file, sync, rename): a reader never sees half of one.
+// An interrupted run (SIGINT, SIGTERM) still writes its report, with
+// "cancelled": true and pass false.
+//
+// # Execution
+//
+// One target of one scenario (or of one staircase stage), run on every
+// backend (engine) of a pool:
+//
+//	label         "<scenario>/<target>", plus "/stage-N" for a staircase stage
+//	scenario      the plan's scenario name
+//	pool          the plan's pool name
+//	rate          planned requests per second: per backend when per_backend,
+//	              else for the whole pool; after the ramp for ramping-rate
+//	per_backend   rate is what each backend sends
+//	duration_ms   planned duration
+//	ramp_ms       planned ramp from 0 to rate (ramping-rate only)
+//	elapsed_ms    from started_at to the last backend's answer
+//	started_at    when the driver dispatched it, RFC 3339 UTC with ms
+//	ended_at      when the last backend answered or was given up on
+//	pass          every threshold held and no backend failed
+//	not_run       never started (a stage after a refused one, or a run
+//	              cancelled before it); carries no counters
+//	refused       "execution_cap": an engine refused the start at its cap of
+//	              concurrent executions, so the whole stage was stopped
+//	error         why it failed or was not run, in words
+//	dns           the dns name the pool was resolved from (dns pools only)
+//	backends      the engine addresses it was dispatched to
+//	thresholds[]  {expr, scope, pass, actual}: scope is "pool" for counter:
+//	              and rate: thresholds judged on totals, or a backend
+//	              address for statistic thresholds judged per backend;
+//	              actual is the value judged, or why none could be
+//	failures[]    every reason the execution failed, in words
+//	totals        counters summed over the backends that answered
+//	results[]     one BackendResult per backend that answered
+//	backend_errors[]  {backend, error, refused}: a backend that was lost
+//	              (its stream broke), silent (no answer after its deadline),
+//	              stalled (its own elapsed time far past the plan), refused
+//	              (at its execution cap) or cancelled; a backend may have
+//	              both a result and an error
+//
+// A backend error always fails its execution. Empty values are omitted,
+// except pass, elapsed_ms, backends and each result's counters.
+//
+// # BackendResult
+//
+//	backend       engine address (ip:port)
+//	backend_name  the engine's --backend-name (a node name), if it has one
+//	elapsed_ms    from started_at to the engine's last outcome
+//	started_at    when the engine's first request was due
+//	planned       requests the plan asked of this backend
+//	cancelled     the execution was cancelled before its planned end
+//	counters      benchmark.* counters; an absent counter was zero
+//	statistics    histogram summaries by id:
+//	              {count, unit, mean, pstdev, min, max, p50, p90, p99, p99.9}
 //
 // Counters are named benchmark.* (benchmark.http_2xx, benchmark.pool_overflow,
 // benchmark.stream_resets_before_headers, ...). Statistics are keyed by
 // histogram id (benchmark_http_client.latency_2xx, ...); durations are in
-// nanoseconds ("unit": "ns"), sizes are raw ("unit": "raw").
+// nanoseconds ("unit": "ns"), sizes are raw ("unit": "raw"). Readers must
+// tolerate statistics they do not know (older reports carry
+// sequencer.callback and response_body_size, for example).
+//
+// # Results stream
+//
+// The results stream holds one compact Execution object per line, in the
+// order the executions finished (a skipped execution too), each the same
+// object as in the report. It is opened with O_APPEND and synced line by
+// line, never truncated. A writer that died mid-line leaves a torn last
+// line; the next writer closes it with a newline first, so a reader
+// (ReadStream) sees whole lines and counts the torn one as bad.
 //
 // This package imports no network code: the gate reads reports with it.
 package report
@@ -24,6 +93,9 @@ package report
 type Report struct {
 	// Pass is true when every execution passed.
 	Pass bool `json:"pass"`
+	// Cancelled is true when the run was interrupted (SIGINT, SIGTERM)
+	// before its end; such a run is not judged and never passes.
+	Cancelled bool `json:"cancelled,omitempty"`
 	// Executions in the order the plan lists them.
 	Executions []Execution `json:"executions"`
 }
