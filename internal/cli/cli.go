@@ -66,7 +66,7 @@ type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // Main runs run with a context cancelled by SIGINT or SIGTERM, prints its
 // error once as "<name>: <message>" on stderr, and exits with its code.
 func Main(name string, run RunFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
@@ -76,4 +76,73 @@ func Main(name string, run RunFunc) {
 		}
 	}
 	os.Exit(Code(err))
+}
+
+// Exit codes of a program that stopped because of a signal, by the shell's
+// convention of 128 + the signal number.
+const (
+	ExitInterrupted = 130 // SIGINT
+	ExitTerminated  = 143 // SIGTERM
+)
+
+// SignalError is the cancel cause of a context cancelled by a signal. It
+// matches context.Canceled under errors.Is, so code that only checks for
+// cancellation keeps working.
+type SignalError struct {
+	Signal os.Signal
+}
+
+func (e *SignalError) Error() string { return e.Signal.String() + " signal received" }
+
+// Is reports that a signal's cancellation is a context.Canceled.
+func (e *SignalError) Is(target error) bool { return target == context.Canceled }
+
+// NotifyContext is signal.NotifyContext with a typed cause: when one of
+// signals arrives, the returned context is cancelled with a *SignalError
+// naming it, so a Run can tell SIGTERM from SIGINT with Signal. Like
+// signal.NotifyContext, later signals are swallowed until stop is called.
+func NotifyContext(parent context.Context, signals ...os.Signal) (ctx context.Context, stop context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, signals...)
+	if ctx.Err() == nil {
+		go func() {
+			select {
+			case s := <-ch:
+				cancel(&SignalError{Signal: s})
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, func() {
+		cancel(nil)
+		signal.Stop(ch)
+	}
+}
+
+// Signal returns the signal that cancelled ctx (through NotifyContext or a
+// cancel cause of type *SignalError), or nil if ctx is live or was cancelled
+// for another reason.
+func Signal(ctx context.Context) os.Signal {
+	var se *SignalError
+	if errors.As(context.Cause(ctx), &se) {
+		return se.Signal
+	}
+	return nil
+}
+
+// SignalCode maps a signal to the exit code a shell reports for it: 130 for
+// SIGINT, 143 for SIGTERM, 128 + the number for other syscall signals, and 1
+// for anything else.
+func SignalCode(sig os.Signal) int {
+	switch sig {
+	case os.Interrupt:
+		return ExitInterrupted
+	case syscall.SIGTERM:
+		return ExitTerminated
+	}
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return ExitFail
 }
