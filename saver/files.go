@@ -1,0 +1,296 @@
+package saver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sortie-soak/sortie/driver/report"
+)
+
+// Names of the files the saver writes into the run directory.
+const (
+	FileJob        = "job.json"
+	FileDriverPod  = "sortie-pod.json"
+	FileDriverLog  = "sortie.log"
+	FileEnginesEnd = "engines-end.tsv"
+	FileStream     = "results.jsonl"
+	FileReport     = "report.json"
+	FileTimes      = "times.tsv"
+	FileSaved      = "SAVED"
+)
+
+// tempPattern names a file being written: hidden, beside its destination,
+// so a rename finishes it and nothing half-written ever has the final name.
+func tempPattern(name string) string { return "." + name + ".tmp-*" }
+
+// isTemp reports whether a directory entry is a temporary file of the saver.
+func isTemp(name string) bool {
+	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
+}
+
+// removeStaleTemps deletes temporary files left by a saver that was killed
+// outright (SIGKILL gives no chance to clean up).
+func removeStaleTemps(dir string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() && isTemp(e.Name()) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// tempFile is a file being written in the run directory; Commit renames it
+// to its final name, Discard removes it. Exactly one of them must be called.
+type tempFile struct {
+	*os.File
+	dir, name string
+	done      bool
+}
+
+func createTemp(dir, name string) (*tempFile, error) {
+	f, err := os.CreateTemp(dir, tempPattern(name))
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", name, err)
+	}
+	return &tempFile{File: f, dir: dir, name: name}, nil
+}
+
+// Commit makes the file durable and gives it its final name (as).
+func (t *tempFile) Commit(as string) error {
+	if t.done {
+		return fmt.Errorf("write %s: already finished", as)
+	}
+	t.done = true
+	tmp := t.File.Name()
+	fail := func(err error) error {
+		t.File.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", as, err)
+	}
+	// CreateTemp makes the file 0600; what the saver writes is meant to be
+	// read by whoever collects the run directory.
+	if err := t.File.Chmod(0o644); err != nil {
+		return fail(err)
+	}
+	if err := t.File.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := t.File.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", as, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(t.dir, as)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", as, err)
+	}
+	// The rename is durable only once the directory entry is on disk.
+	if d, err := os.Open(t.dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Discard removes the file; it is a no-op after Commit.
+func (t *tempFile) Discard() {
+	if t.done {
+		return
+	}
+	t.done = true
+	t.File.Close()
+	os.Remove(t.File.Name())
+}
+
+// writeFile writes name in dir atomically.
+func writeFile(dir, name string, data []byte) error {
+	t, err := createTemp(dir, name)
+	if err != nil {
+		return err
+	}
+	if _, err := t.Write(data); err != nil {
+		t.Discard()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return t.Commit(name)
+}
+
+// writeJSON writes v indented, with a final newline.
+func writeJSON(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	return writeFile(dir, name, append(b, '\n'))
+}
+
+// readReportFile reads a report saved in the run directory.
+func readReportFile(path string) (*report.Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return report.ReadReport(f)
+}
+
+// readStreamFile reads a results stream saved in the run directory.
+func readStreamFile(path string) ([]report.Execution, int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	return report.ReadStream(f)
+}
+
+// isPrefixFile reports whether the file at path starts with the whole
+// content of the file at prefix: a results stream is only ever appended to,
+// so a newer whole copy extends any older one.
+func isPrefixFile(prefix, path string) (bool, error) {
+	a, err := os.Open(prefix)
+	if err != nil {
+		return false, err
+	}
+	defer a.Close()
+	b, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer b.Close()
+	bufA := make([]byte, 64<<10)
+	bufB := make([]byte, 64<<10)
+	for {
+		n, errA := io.ReadFull(a, bufA)
+		if n > 0 {
+			m, errB := io.ReadFull(b, bufB[:n])
+			if m < n || !bytes.Equal(bufA[:n], bufB[:n]) {
+				if errB != nil && errB != io.EOF && errB != io.ErrUnexpectedEOF {
+					return false, errB
+				}
+				return false, nil
+			}
+		}
+		if errA == io.EOF || errA == io.ErrUnexpectedEOF {
+			return true, nil
+		}
+		if errA != nil {
+			return false, errA
+		}
+	}
+}
+
+// sameFile reports whether two files hold the same bytes.
+func sameFile(a, b string) bool {
+	x, err := os.ReadFile(a)
+	if err != nil {
+		return false
+	}
+	y, err := os.ReadFile(b)
+	return err == nil && bytes.Equal(x, y)
+}
+
+// TimesTSV renders the timestamps of executions as times.tsv: one line per
+// execution and backend result (an execution without results gets one line
+// with backend "-"), tab-separated:
+//
+//	label  started_at  ended_at  elapsed_ms  backend  backend_started_at  pass|fail|not_run
+//
+// A missing time is "-". The times come from the driver's clock (started_at,
+// ended_at) and each engine's (backend_started_at); they line a run up with
+// the rolls of a churn log.
+func TimesTSV(execs []report.Execution) []byte {
+	var b bytes.Buffer
+	for _, e := range execs {
+		verdict := "fail"
+		switch {
+		case e.NotRun:
+			verdict = "not_run"
+		case e.Pass:
+			verdict = "pass"
+		}
+		row := func(backend, bstart string) {
+			fields := []string{e.Label, orDash(e.StartedAt), orDash(e.EndedAt),
+				strconv.FormatInt(e.ElapsedMs, 10), orDash(backend), orDash(bstart), verdict}
+			for i, f := range fields {
+				if i > 0 {
+					b.WriteByte('\t')
+				}
+				b.WriteString(tsvField(f))
+			}
+			b.WriteByte('\n')
+		}
+		if len(e.Results) == 0 {
+			row("", "")
+			continue
+		}
+		for _, r := range e.Results {
+			row(r.Backend, r.StartedAt)
+		}
+	}
+	return b.Bytes()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// tsvField keeps a field on its line and in its column.
+func tsvField(s string) string {
+	return strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
+}
+
+// summary is what the SORTIE_SAVED line says about executions.
+type summary struct {
+	executions, passed, notRun int
+	window                     string
+}
+
+// summarize counts executions and finds the window from the earliest
+// started_at to the latest ended_at ("?" for an end that no execution has).
+func summarize(execs []report.Execution) summary {
+	s := summary{executions: len(execs)}
+	var first, last time.Time
+	var firstS, lastS string
+	for _, e := range execs {
+		switch {
+		case e.NotRun:
+			s.notRun++
+		case e.Pass:
+			s.passed++
+		}
+		if t, err := time.Parse(time.RFC3339Nano, e.StartedAt); err == nil && (firstS == "" || t.Before(first)) {
+			first, firstS = t, e.StartedAt
+		}
+		if t, err := time.Parse(time.RFC3339Nano, e.EndedAt); err == nil && (lastS == "" || t.After(last)) {
+			last, lastS = t, e.EndedAt
+		}
+	}
+	s.window = orQuestion(firstS) + ".." + orQuestion(lastS)
+	return s
+}
+
+func orQuestion(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}
+
+// oneLine makes a reason fit on a program output line.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	return clip(s, max)
+}

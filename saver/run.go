@@ -1,0 +1,205 @@
+package saver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sortie-soak/sortie/driver/report"
+	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/internal/clock"
+)
+
+const usageHead = `Usage: sortie-save --dir RUNDIR [flags]
+       sortie-save --times REPORT_OR_STREAM
+
+Waits for a sortie run's Job to end, then saves its verdict into RUNDIR before
+anything is torn down: the Job, the driver pod and its log, every engine's
+log, the results stream and the report (copied off the report PVC through a
+short-lived, hardened reader pod that prints the file to its log), and SAVED
+last, only when the report parsed. Teardown refuses to run without SAVED.
+Run it again at any time: a good copy saved earlier is never replaced by a
+worse one.
+
+Flags:
+`
+
+const usageTail = `
+RUNDIR/run.env holds KEY=VALUE lines (blank lines and # comments ignored; an
+optional "export " prefix; a value may sit in one pair of quotes; unknown
+keys are ignored):
+%s
+Lines on stdout (logs go to stderr):
+  SORTIE_OVERDUE job/<name> is still running <N>s past its planned end (<end>): ...
+      at the first poll at least --overdue-after past LOAD_START +
+      PLANNED_DURATION while the Job is active, then at most once every
+      --overdue-every while it stays active.
+  SORTIE_SAVED dir=<dir> job=<complete|failed|gone> executions=<n> pass=<true|false> not_run=<n> window=<first started_at>..<last ended_at> stream_executions=<n> stream_skipped=<n> passed=<n>
+      the report parsed and SAVED is written; pass is the report's verdict,
+      passed the executions that passed, stream_skipped the stream's lines
+      that do not parse; "?" stands for a time no execution has.
+  SORTIE_SAVE_FAILED no report (<why>), but the results stream IS saved: <n> execution(s) ...; grade it with sortie-gate --stream <dir>/results.jsonl; ...
+  SORTIE_SAVE_FAILED no report (<why>) and no results stream (<why>); ...
+  SORTIE_SAVE_INCOMPLETE job/<name> is still running <N>s past its planned end: gave up waiting; ...
+      --give-up past the planned end: logs and the stream so far are saved.
+
+Files in RUNDIR: job.json, sortie-pod.json, sortie.log (sortie-<pod>.log for
+earlier attempts), engine-<pod>.log (and engine-<pod>.previous.log after a
+restart; a log that broke off is kept as <file>.partial), engines-end.tsv
+(podIP, node, pod, restarts; tab-separated, sorted), results.jsonl (the
+results stream), report.json, times.tsv (label, started_at, ended_at,
+elapsed_ms, backend, backend started_at, pass|fail|not_run; tab-separated,
+"-" for a missing value), SAVED (the time it was written).
+
+Exit status: 0 saved (SORTIE_SAVED); 1 no report saved (SORTIE_SAVE_FAILED,
+SORTIE_SAVE_INCOMPLETE) or interrupted while waiting; 2 usage, or a run
+directory without a usable run.env.
+`
+
+// config is what the command line says, before run.env is read.
+type config struct {
+	opts       Options
+	kubeconfig string
+	context    string
+	times      string
+}
+
+// parseFlags fills a config from the command line.
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	c := config{opts: DefaultOptions()}
+	fs := flag.NewFlagSet("sortie-save", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.opts.Dir, "dir", "", "the run directory: reads `RUNDIR`/run.env, writes the saved files there")
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig `file` (default: $KUBECONFIG, else ~/.kube/config)")
+	fs.StringVar(&c.context, "context", "", "kubeconfig `context` (default: run.env's CONTEXT, else the current context)")
+	fs.DurationVar(&c.opts.Poll, "poll", c.opts.Poll, "how often the Job is looked at while it runs")
+	fs.DurationVar(&c.opts.CopyTimeout, "copy-timeout", c.opts.CopyTimeout, "how long a reader pod may take to print its file")
+	fs.DurationVar(&c.opts.GiveUp, "give-up", c.opts.GiveUp, "stop waiting this long past the planned end and save what exists (0: wait as long as the Job runs)")
+	fs.DurationVar(&c.opts.OverdueAfter, "overdue-after", c.opts.OverdueAfter, "a Job still running this long past its planned end is overdue")
+	fs.DurationVar(&c.opts.OverdueEvery, "overdue-every", c.opts.OverdueEvery, "repeat SORTIE_OVERDUE at most this often")
+	fs.StringVar(&c.times, "times", "", "print times.tsv of a report or results stream `file` and exit; talks to no cluster")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHead)
+		fs.PrintDefaults()
+		var keys strings.Builder
+		for _, k := range RunEnvKeys {
+			fmt.Fprintf(&keys, "  %-17s %s\n", k.Key, k.Doc)
+		}
+		fmt.Fprintf(stderr, usageTail, keys.String())
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.times == "" && c.opts.Dir == "" {
+		return c, errors.New("--dir is required")
+	}
+	return c, nil
+}
+
+// Run is sortie-save's command line.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if c.times != "" {
+		return printTimes(c.times, stdout)
+	}
+	env, err := readRunEnv(c.opts.Dir)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if c.context != "" {
+		env.Context = c.context
+	}
+	c.opts.Env = env
+	if err := c.opts.Validate(); err != nil {
+		return cli.Usage(err)
+	}
+	cs, err := clientset(c.kubeconfig, env.Context)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	c.opts.Out = stdout
+	c.opts.Log = slog.New(slog.NewTextHandler(stderr, nil))
+	res, err := Save(ctx, cs, clock.Real{}, c.opts)
+	if err != nil {
+		return cli.Fail(err)
+	}
+	if !res.Saved {
+		// The closing line said why.
+		return cli.Silent(cli.ExitFail)
+	}
+	return nil
+}
+
+// readRunEnv reads and parses dir/run.env.
+func readRunEnv(dir string) (RunEnv, error) {
+	f, err := os.Open(filepath.Join(dir, "run.env"))
+	if err != nil {
+		return RunEnv{}, fmt.Errorf("--dir must name a run directory holding run.env: %w", err)
+	}
+	defer f.Close()
+	return ParseRunEnv(f)
+}
+
+// clientset builds a client from a kubeconfig the way kubectl finds it.
+func clientset(kubeconfig, context string) (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "sortie-save"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cs, nil
+}
+
+// printTimes prints times.tsv of a report, else of a results stream.
+func printTimes(path string, stdout io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("--times: %w", err))
+	}
+	execs, err := timesInput(b)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("--times %s: %w", path, err))
+	}
+	_, err = stdout.Write(TimesTSV(execs))
+	return err
+}
+
+// timesInput reads a whole report or, failing that, a results stream with
+// at least one execution.
+func timesInput(b []byte) ([]report.Execution, error) {
+	rep, rerr := report.ReadReport(bytes.NewReader(b))
+	if rerr == nil {
+		return rep.Executions, nil
+	}
+	execs, _, err := report.ReadStream(bytes.NewReader(b))
+	if err == nil && len(execs) > 0 {
+		return execs, nil
+	}
+	return nil, fmt.Errorf("neither a report (%v) nor a results stream with an execution", rerr)
+}
