@@ -1,0 +1,221 @@
+// Package gate grades a sortie run, from its report or its results stream,
+// per target and per node: one PASS or FAIL line per target naming the node
+// and class of every failure, and one VERDICT line.
+//
+// It is the instrument a soak is graded by, so it is strict where a looser
+// reading would pass on nothing: a target missing from the report, an
+// execution that was not run, a lost backend or an older report that lacks
+// what the gate reads is named and fails (or is refused), never read as
+// zero; overlapping counters are listed by class and never added up; and a
+// run with nothing to grade is UNOBSERVED (exit 3), not a pass.
+//
+// The gate imports no network code (no gRPC, no client-go, not even net):
+// it is the part a user runs anywhere, on a copied report.
+//
+// The work is split in three: the readers (ReadReport, ReadStream,
+// ReadShares, ReadEngines, ReadLog) turn files into an Input; Grade, a pure
+// function, turns an Input into a Verdict; WriteText and WriteJSON print it.
+// Run ties them to the command line.
+package gate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sortie-soak/sortie/internal/cli"
+)
+
+// Run is sortie-gate's main: it reads the flags, the inputs, grades and
+// prints. The error carries the exit code: nil for PASS, 1 for FAIL, 2 for
+// unusable input, 3 for UNOBSERVED.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return cli.Usage(err)
+	}
+	opts = opts.withDir()
+	if err := opts.Validate(); err != nil {
+		return cli.Usage(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return cli.Fail(err)
+	}
+	in, err := Load(opts)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	v := Grade(in)
+	if opts.JSON {
+		err = WriteJSON(stdout, v)
+	} else {
+		err = WriteText(stdout, v, opts.PerNode)
+	}
+	if err != nil {
+		return cli.Fail(fmt.Errorf("write verdict: %w", err))
+	}
+	if v.ExitCode != 0 {
+		return cli.Silent(v.ExitCode)
+	}
+	return nil
+}
+
+// Load reads every input the options name into an Input. Any error is
+// unusable input.
+func Load(o Options) (Input, error) {
+	in := Input{Backends: o.Backends, FloorPct: o.floor(), MaxP99: o.MaxP99, Notes: o.notes}
+	var err error
+	switch {
+	case o.Report != "":
+		b, rerr := os.ReadFile(o.Report)
+		if rerr != nil {
+			return in, fmt.Errorf("read report: %w", rerr)
+		}
+		in.Source, err = ReadReport(b)
+		if err != nil {
+			return in, fmt.Errorf("report %s: %w", o.Report, err)
+		}
+		in.Source.Path = o.Report
+	default:
+		b, rerr := os.ReadFile(o.Stream)
+		if rerr != nil {
+			return in, fmt.Errorf("read results stream: %w", rerr)
+		}
+		in.Source, err = ReadStream(bytes.NewReader(b))
+		if err != nil {
+			return in, fmt.Errorf("results stream %s: %w", o.Stream, err)
+		}
+		in.Source.Path = o.Stream
+	}
+	if o.Shares != "" {
+		if err := readFile(o.Shares, "share table", func(r io.Reader) (err error) {
+			in.Shares, err = ReadShares(r)
+			if err == nil && in.Shares == nil {
+				in.Shares = []Share{} // an empty table is no target, not "use the report"
+			}
+			return err
+		}); err != nil {
+			return in, err
+		}
+	}
+	if o.Engines != "" {
+		if err := readFile(o.Engines, "engine list", func(r io.Reader) (err error) {
+			in.Engines, err = ReadEngines(r)
+			return err
+		}); err != nil {
+			return in, err
+		}
+		if in.Backends == 0 {
+			if len(in.Engines) == 0 {
+				return in, fmt.Errorf("engine list %s lists no engine, and --backends was not given", o.Engines)
+			}
+			in.Backends = len(in.Engines)
+		}
+	}
+	if o.Log != "" {
+		if err := readFile(o.Log, "driver log", func(r io.Reader) (err error) {
+			in.Log, err = ReadLog(r)
+			return err
+		}); err != nil {
+			return in, err
+		}
+		in.LogName = o.Log
+	}
+	return in, nil
+}
+
+func readFile(path, what string, fn func(io.Reader) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", what, err)
+	}
+	defer f.Close()
+	if err := fn(f); err != nil {
+		return fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	return nil
+}
+
+// usage is --help: every flag, then the output line formats.
+func usage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprint(w, `usage: sortie-gate (--report FILE | --stream FILE | --dir RUNDIR) [flags]
+
+Grades a sortie run per target and per node against the zero-failure set
+and a count floor, and prints one line per target and a VERDICT line.
+
+Flags:
+`)
+	fs.PrintDefaults()
+	fmt.Fprint(w, helpText)
+}
+
+const helpText = `
+Files of --dir RUNDIR (each used when present, unless its flag is given):
+  `+DirReport+`    the report            (--report)
+  `+DirStream+`  the results stream    (--stream; used only when there is no `+DirReport+`)
+  `+DirShares+`     the share table       (--shares)
+  `+DirEngines+`    the engine list       (--engines)
+  `+DirLog+`     the driver's log      (--log)
+
+A target passes when ALL of these hold:
+  - it is in the report once, and was run (not_run: NOT RUN) and not refused
+    (refused: execution_cap: REFUSED AT THE EXECUTION CAP);
+  - it was dispatched to exactly --backends engines, and none was lost (a
+    lost backend fails the target; the survivors are still judged);
+  - every node's counters of the zero-failure set are 0: http_4xx,
+    http_5xx, stream_resets*, pool_connection_failure, pool_failure_*,
+    pool_overflow, http_inflight_lost (listed by class and node, never
+    added across classes);
+  - every node's http_2xx lies within --floor-pct and 200 - --floor-pct
+    percent of share x the configured duration (share x (D - T/2) with a
+    ramp of T), in exact arithmetic;
+  - every node's own elapsed time is within 5 % of the planned duration;
+  - no threshold of the plan failed, and with --max-p99 no node's 2xx p99
+    is above it.
+
+Output lines (fields separated by two spaces):
+  PASS  <target>  rate=<achieved>/<planned>rps http_2xx=<counted>/<planned> backends=<survivors>/<N>  failures=none[  lat p50<=<ms> p99<=<ms> max<=<ms>]
+  FAIL  <target>  rate=... http_2xx=... backends=...  -- <reason> | <reason> ...[  lat ...]
+  FAIL  <target>  -- missing from the report (never driven) | NOT RUN: ...
+  NODE  <target>  <node>  ok|FAIL|LOST|REFUSED  http_2xx=<n>/<planned> rate=<r>/<share>rps elapsed=<s>s started=<t> p50=.. p99=.. max=..  failures=none|-- <reasons>
+        (with --per-node, after each target line)
+  FAIL  <name>  -- <reason>            a failure of the whole run (a cancelled run, a driver log that
+                                       shows skipped executions the report does not)
+  LOST  <node> (<address>)  targets=<k>  error: <first error>
+  WINDOW  dispatched=<first started_at> ended=<last ended_at> engines_started=<first>..<last>
+  NOTE  <text>                         what the gate noticed and did not judge
+  VERDICT PASS|FAIL|UNOBSERVED targets= passed= failed= not_run= backends= lost_backends= report_pass=true|false|absent
+        (a stream adds: source=stream skipped_lines=<n> runs=<n>)
+
+Reasons on a FAIL line include:
+  LOST BACKEND <node> (<address>) [counters reported|returned nothing]
+  survivors <node>=ok|FAIL ...  |  no backend survived
+  failures <class>=<n> [<node>=<n> ...] ...
+  driver saturated: <n> request(s) not sent [<node>=<n> ...] (pool_overflow: ...)
+  in flight at the end: <n> request(s) with no outcome [<node>=<n> ...] (http_inflight_lost: ...)
+  http_2xx below|above <pct>% of the planned <n> on [<node>=<count> ...]
+  ran off plan (<s>s) on [<node>=<s>s ...]
+  backends <d>/<N> dispatched (not dispatched: <node> ...)
+
+Nodes are named by --engines (address -> node), else by the engine's own
+backend_name in the report, else by the address.
+
+A results stream is appended to and never truncated. Lines that hold no
+execution (a torn or unparseable line) are skipped and counted; the
+execution they held is then missing and fails its target. A label that
+appears again starts a new run in the same file: the LAST run is graded,
+and a NOTE says where it starts. A stream needs --shares, because only the
+share table names executions that never reached it.
+
+Exit: 0 PASS, 1 FAIL, 2 unusable input (flags, a missing or unreadable
+file, garbage, a report in an older format without started_at or results),
+3 UNOBSERVED (nothing was planned or nothing to grade).
+`

@@ -1,0 +1,988 @@
+package gate
+
+import (
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sortie-soak/sortie/driver/report"
+	"github.com/sortie-soak/sortie/internal/counters"
+)
+
+// Verdict results.
+const (
+	ResultPass       = "PASS"
+	ResultFail       = "FAIL"
+	ResultUnobserved = "UNOBSERVED"
+)
+
+// Input is everything Grade judges: one run's executions and the plan they
+// are judged against.
+type Input struct {
+	// Source is the run's executions.
+	Source *Source
+	// Shares are the plan's targets and per-backend rates; nil means the
+	// targets are the source's executions at their own planned rates.
+	Shares []Share
+	// Engines name the nodes (optional).
+	Engines []Engine
+	// Backends is how many engines every execution must have been
+	// dispatched to.
+	Backends int
+	// FloorPct is the count floor in percent; the ceiling is 200 - FloorPct.
+	FloorPct *big.Rat
+	// MaxP99 judges every node's 2xx p99 when positive.
+	MaxP99 time.Duration
+	// Log is the driver's log summary (optional); LogName names it in lines.
+	Log     *LogSummary
+	LogName string
+	// Notes are passed through to the verdict (what --dir chose, ...).
+	Notes []string
+}
+
+// Verdict is the gate's judgement of a run.
+type Verdict struct {
+	// Result is PASS, FAIL or UNOBSERVED.
+	Result string `json:"verdict"`
+	// ExitCode is the exit code the result maps to: 0, 1 or 3.
+	ExitCode int `json:"exit_code"`
+	// Targets are graded in share-table (or report) order; executions that
+	// are not in the share table follow.
+	Targets []Target `json:"targets"`
+	// RunFailures are failures of the run as a whole, not of one target
+	// (a cancelled run, a driver log that disagrees with the report).
+	RunFailures []RunFailure `json:"run_failures,omitempty"`
+	// Lost lists every backend lost in the run, once.
+	Lost []Lost `json:"lost,omitempty"`
+	// Window is when the run ran.
+	Window Window `json:"window"`
+	// Notes say what the gate noticed and did not judge.
+	Notes []string `json:"notes,omitempty"`
+	// Counts are the numbers of the VERDICT line.
+	Counts Counts `json:"counts"`
+}
+
+// Counts are the numbers the VERDICT line carries.
+type Counts struct {
+	Targets      int    `json:"targets"`
+	Passed       int    `json:"passed"`
+	Failed       int    `json:"failed"`
+	NotRun       int    `json:"not_run"`
+	Backends     int    `json:"backends"`
+	LostBackends int    `json:"lost_backends"`
+	ReportPass   string `json:"report_pass"` // "true", "false" or "absent"
+	Source       string `json:"source"`      // "report" or "stream"
+	SkippedLines int    `json:"skipped_lines"`
+	Runs         int    `json:"runs"`
+}
+
+// Target is the grade of one target.
+type Target struct {
+	// Name is the share table's name (or the label without its scenario).
+	Name string `json:"name"`
+	// Label is the execution's label, when the source has it.
+	Label string `json:"label,omitempty"`
+	// Status is PASS or FAIL.
+	Status string `json:"status"`
+	// Reasons say why it failed, in words, one per class of failure.
+	Reasons []string `json:"reasons,omitempty"`
+	// Ran is true when the execution was dispatched (it ran or was
+	// refused); the fields below are set only then.
+	Ran bool `json:"ran"`
+	// RatePlanned is the pool's planned rate (share x backends), exact.
+	RatePlanned string `json:"rate_planned,omitempty"`
+	// RateAchieved is the sum of the nodes' http_2xx over their own elapsed
+	// time (printed, never judged); nil when no node answered.
+	RateAchieved *float64 `json:"rate_achieved,omitempty"`
+	// HTTP2xx is the 2xx count summed over the nodes that answered; nil
+	// when none did.
+	HTTP2xx *uint64 `json:"http_2xx,omitempty"`
+	// HTTP2xxPlanned is the planned count of the pool, exact.
+	HTTP2xxPlanned string `json:"http_2xx_planned,omitempty"`
+	// Survivors counts the nodes that answered and were not lost.
+	Survivors int `json:"survivors"`
+	// Backends is the number of engines the run was meant to use.
+	Backends int `json:"backends"`
+	// Latency is the worst node's 2xx latency.
+	Latency *Latency `json:"latency,omitempty"`
+	// Nodes are the per-node grades.
+	Nodes []Node `json:"nodes,omitempty"`
+}
+
+// Latency is a 2xx latency summary in milliseconds; a nil field is unknown.
+type Latency struct {
+	P50Ms *float64 `json:"p50_ms,omitempty"`
+	P99Ms *float64 `json:"p99_ms,omitempty"`
+	MaxMs *float64 `json:"max_ms,omitempty"`
+}
+
+// Node is the grade of one target on one node.
+type Node struct {
+	Node string `json:"node"`
+	Addr string `json:"addr"`
+	// Status is ok, FAIL, LOST or REFUSED.
+	Status string `json:"status"`
+	// Reasons say why it is not ok.
+	Reasons []string `json:"reasons,omitempty"`
+	// Answered is true when the node returned a result.
+	Answered  bool     `json:"answered"`
+	HTTP2xx   uint64   `json:"http_2xx"`
+	Planned   string   `json:"planned,omitempty"`
+	Share     string   `json:"share_rps,omitempty"`
+	Rate      *float64 `json:"rate,omitempty"`
+	ElapsedMs int64    `json:"elapsed_ms"`
+	StartedAt string   `json:"started_at,omitempty"`
+	Latency   *Latency `json:"latency,omitempty"`
+	// Failures are the non-zero counters of the zero-failure set.
+	Failures []ClassCount `json:"failures,omitempty"`
+}
+
+// ClassCount is one counter of the zero-failure set on one node.
+type ClassCount struct {
+	Class string `json:"class"`
+	Count uint64 `json:"count"`
+}
+
+// RunFailure is a failure of the whole run, printed as a FAIL line of its
+// own under Name.
+type RunFailure struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Lost is a backend that was lost (in backend_errors without a refusal).
+type Lost struct {
+	Node    string `json:"node"`
+	Addr    string `json:"addr"`
+	Targets int    `json:"targets"`
+	Error   string `json:"error"`
+}
+
+// Window is when the run ran: the driver's dispatch bracket and the span of
+// the engines' first due times. Empty strings are unknown.
+type Window struct {
+	Dispatched     string `json:"dispatched,omitempty"`
+	Ended          string `json:"ended,omitempty"`
+	EnginesFirst   string `json:"engines_first,omitempty"`
+	EnginesLast    string `json:"engines_last,omitempty"`
+	StartedExecs   int    `json:"started_executions"`
+	ExecutionCount int    `json:"executions"`
+}
+
+// Grade judges a run. It is a pure function of its input.
+func Grade(in Input) Verdict {
+	g := newGrader(in)
+	v := Verdict{Notes: append([]string(nil), in.Notes...)}
+	src := in.Source
+	execs := src.Executions
+
+	// The targets: the share table's, each matched to its executions, or
+	// the executions' own labels.
+	type group struct {
+		name  string
+		share *Share
+		execs []Execution
+	}
+	var groups []group
+	matched := make([]bool, len(execs))
+	if in.Shares != nil {
+		for i := range in.Shares {
+			s := &in.Shares[i]
+			gr := group{name: s.Name, share: s}
+			for j, e := range execs {
+				if e.Label == s.Name || targetName(e) == s.Name {
+					gr.execs = append(gr.execs, e)
+					matched[j] = true
+				}
+			}
+			groups = append(groups, gr)
+		}
+	} else {
+		idx := map[string]int{}
+		for j, e := range execs {
+			matched[j] = true
+			if k, ok := idx[e.Label]; ok {
+				groups[k].execs = append(groups[k].execs, e)
+				continue
+			}
+			idx[e.Label] = len(groups)
+			groups = append(groups, group{name: targetName(e), execs: []Execution{e}})
+		}
+	}
+
+	allNothingPlanned := len(groups) > 0
+	for _, gr := range groups {
+		t, nothingPlanned := g.target(gr.name, gr.share, gr.execs)
+		if !nothingPlanned {
+			allNothingPlanned = false
+		}
+		v.Targets = append(v.Targets, t)
+	}
+	for j, e := range execs {
+		if matched[j] {
+			continue
+		}
+		why := "in the report but not in the share table (a different plan?)"
+		if e.NotRun {
+			why += " and NOT RUN"
+		}
+		v.Targets = append(v.Targets, Target{Name: e.Label, Label: e.Label, Status: ResultFail, Reasons: []string{why}})
+	}
+
+	// The run as a whole.
+	notRun := 0
+	for _, e := range execs {
+		if e.NotRun {
+			notRun++
+		}
+	}
+	if src.Cancelled {
+		v.RunFailures = append(v.RunFailures, RunFailure{Name: "run", Reason: `the report says the run was cancelled before its end ("cancelled": true): a cancelled run never passes`})
+	}
+	if in.Log != nil {
+		nr, rf, note := judgeLog(in.Log, in.LogName, execs)
+		if nr > notRun {
+			notRun = nr
+		}
+		if rf != nil {
+			v.RunFailures = append(v.RunFailures, *rf)
+		}
+		if note != "" {
+			v.Notes = append(v.Notes, note)
+		}
+	}
+	v.Lost = g.lostSummary(execs)
+	v.Window = window(execs)
+	if src.Kind == "stream" {
+		if n := len(src.Skipped); n > 0 {
+			v.Notes = append(v.Notes, fmt.Sprintf("%d line(s) of the results stream hold no execution (a torn or unparseable line) and were skipped: line(s) %s; an execution they held is missing", n, intList(src.Skipped)))
+		}
+		if n := len(src.Runs); n > 1 {
+			last := src.Runs[n-1]
+			v.Notes = append(v.Notes, fmt.Sprintf("the results stream holds %d runs (a label repeats when a run starts again in the same file; %s repeats at line %d): graded the last run, lines %d..%d, %d execution(s); the earlier lines are not graded", n, last.Repeated, last.FirstLine, last.FirstLine, last.LastLine, last.Executions))
+		}
+	}
+
+	c := Counts{
+		Targets:      len(v.Targets),
+		NotRun:       notRun,
+		Backends:     in.Backends,
+		LostBackends: len(v.Lost),
+		ReportPass:   "absent",
+		Source:       src.Kind,
+		SkippedLines: len(src.Skipped),
+		Runs:         len(src.Runs),
+	}
+	if src.Pass != nil {
+		c.ReportPass = fmt.Sprint(*src.Pass)
+	}
+	for _, t := range v.Targets {
+		if t.Status == ResultPass {
+			c.Passed++
+		} else {
+			c.Failed++
+		}
+	}
+	v.Counts = c
+
+	switch {
+	case len(groups) == 0:
+		v.Result, v.ExitCode = ResultUnobserved, 3
+		what := "the report has no execution"
+		if in.Shares != nil {
+			what = "the share table lists no target"
+		}
+		v.Notes = append(v.Notes, "UNOBSERVED: nothing to grade, "+what+"; a gate never passes an empty set")
+	case allNothingPlanned && len(v.RunFailures) == 0 && len(groups) == len(v.Targets):
+		v.Result, v.ExitCode = ResultUnobserved, 3
+		v.Notes = append(v.Notes, "UNOBSERVED: no target was planned a single request (share x duration is zero everywhere); a gate never passes an empty set")
+	case c.Failed == 0 && len(v.RunFailures) == 0:
+		v.Result, v.ExitCode = ResultPass, 0
+	default:
+		v.Result, v.ExitCode = ResultFail, 1
+	}
+	return v
+}
+
+// grader holds what every target's grading needs.
+type grader struct {
+	in       Input
+	nodeOf   map[string]string // engine host or address -> node
+	nameOf   map[string]string // backend address -> backend_name from results
+	floor    *big.Rat
+	ceiling  *big.Rat
+	backends int
+}
+
+func newGrader(in Input) *grader {
+	g := &grader{in: in, nodeOf: map[string]string{}, nameOf: map[string]string{}, backends: in.Backends}
+	for _, e := range in.Engines {
+		g.nodeOf[e.Addr] = e.Node
+		g.nodeOf[hostOf(e.Addr)] = e.Node
+	}
+	for _, e := range in.Source.Executions {
+		for _, r := range e.Results {
+			if r.BackendName != "" {
+				g.nameOf[r.Backend] = r.BackendName
+			}
+		}
+	}
+	g.floor = in.FloorPct
+	if g.floor == nil {
+		g.floor = big.NewRat(99, 1)
+	}
+	g.ceiling = new(big.Rat).Sub(big.NewRat(200, 1), g.floor)
+	return g
+}
+
+// node names an engine address: by the engine list, else by the engine's
+// own --backend-name, else by the address itself.
+func (g *grader) node(addr string) string {
+	if n, ok := g.nodeOf[addr]; ok {
+		return n
+	}
+	if n, ok := g.nodeOf[hostOf(addr)]; ok {
+		return n
+	}
+	if n, ok := g.nameOf[addr]; ok {
+		return n
+	}
+	return addr
+}
+
+// targetName is an execution's label without its scenario prefix.
+func targetName(e Execution) string {
+	if e.Scenario != "" && strings.HasPrefix(e.Label, e.Scenario+"/") {
+		return e.Label[len(e.Scenario)+1:]
+	}
+	return e.Label
+}
+
+// target grades one target from its executions. nothingPlanned is true when
+// the target was run and planned no request at all.
+func (g *grader) target(name string, share *Share, execs []Execution) (Target, bool) {
+	t := Target{Name: name, Status: ResultFail, Backends: g.backends}
+	switch {
+	case len(execs) == 0:
+		if g.in.Source.Kind == "stream" {
+			t.Reasons = []string{"missing from the results stream (never driven, or its line was torn)"}
+		} else {
+			t.Reasons = []string{"missing from the report (never driven)"}
+		}
+		return t, false
+	case len(execs) > 1:
+		var starts []string
+		for _, e := range execs {
+			s := e.StartedAt
+			if s == "" {
+				s = "?"
+			}
+			starts = append(starts, s)
+		}
+		t.Label = execs[0].Label
+		t.Reasons = []string{fmt.Sprintf("listed %d times (started_at %s): which one is this plan's run cannot be told apart", len(execs), strings.Join(starts, ", "))}
+		return t, false
+	}
+	e := execs[0]
+	t.Label = e.Label
+	if e.NotRun {
+		why := oneLine(e.Error)
+		if why == "" {
+			why = "no reason given"
+		}
+		t.Reasons = []string{"NOT RUN: never started, so it has no counters and its zeros mean nothing (" + why + ")"}
+		return t, false
+	}
+	return g.execution(t, share, e)
+}
+
+// nodeState is what one dispatched engine did for one execution.
+type nodeState struct {
+	addr     string
+	result   *report.BackendResult
+	lost     *report.BackendError
+	refused  *report.BackendError
+	dispatch bool
+	dupes    int
+}
+
+// execution grades a target whose execution was dispatched.
+func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
+	t.Ran = true
+	var reasons []string
+	add := func(s string) { reasons = append(reasons, s) }
+	N := g.backends
+
+	// The planned share per backend: the share table's, else the report's
+	// own rate (split over the pool unless it is per backend).
+	var perBackend *big.Rat
+	reportShare := e.rate
+	if reportShare != nil && !e.PerBackend && N > 0 {
+		reportShare = new(big.Rat).Quo(reportShare, big.NewRat(int64(N), 1))
+	}
+	switch {
+	case share != nil:
+		perBackend = share.rps
+		if reportShare != nil && reportShare.Cmp(perBackend) != 0 {
+			add(fmt.Sprintf("the report plans %s rps per backend, the share table %s (a different plan?)", fmtRat(reportShare), share.RPS))
+		}
+	case reportShare != nil:
+		perBackend = reportShare
+	default:
+		add("the report gives no planned rate, and there is no share table: the count floor cannot be judged")
+	}
+	// Planned requests per node: share x (D - T/2) for a ramp of T from 0
+	// within a duration D (the ramp sends half its full-rate count).
+	var planned *big.Rat
+	if perBackend != nil {
+		eff := new(big.Rat).SetFrac64(2*e.DurationMs-e.RampMs, 2000)
+		planned = new(big.Rat).Mul(perBackend, eff)
+		t.RatePlanned = fmtRat(new(big.Rat).Mul(perBackend, big.NewRat(int64(N), 1)))
+		t.HTTP2xxPlanned = fmtRat(new(big.Rat).Mul(planned, big.NewRat(int64(N), 1)))
+	}
+	nothingPlanned := planned != nil && planned.Sign() == 0
+	if nothingPlanned {
+		add("nothing was planned (share x duration is zero): a target that asks for nothing proves nothing")
+	}
+
+	// Every engine this execution concerns: dispatched ones in dispatch
+	// order, then any that answered or erred without being dispatched.
+	refusedExec := e.Refused == report.RefusedExecutionCap || (e.Refused == "" && strings.Contains(e.Error, "refused a start because the engine is at"))
+	var nodes []*nodeState
+	byAddr := map[string]*nodeState{}
+	get := func(addr string) *nodeState {
+		if ns, ok := byAddr[addr]; ok {
+			return ns
+		}
+		ns := &nodeState{addr: addr}
+		byAddr[addr] = ns
+		nodes = append(nodes, ns)
+		return ns
+	}
+	for _, b := range e.Backends {
+		get(b).dispatch = true
+	}
+	dispatched := len(nodes)
+	for i := range e.Results {
+		ns := get(e.Results[i].Backend)
+		if ns.result != nil {
+			ns.dupes++
+			continue
+		}
+		ns.result = &e.Results[i]
+	}
+	for i := range e.BackendErrors {
+		be := &e.BackendErrors[i]
+		ns := get(be.Backend)
+		// A refusal is the engine's mark; a report from before the mark
+		// existed worded it only, and there every error of a refused
+		// execution was a refusal.
+		if be.Refused == report.RefusedExecutionCap || (refusedExec && e.Refused == "") {
+			ns.refused = be
+		} else if ns.lost == nil {
+			ns.lost = be
+		}
+	}
+
+	if refusedExec {
+		why := oneLine(e.Error)
+		if why == "" {
+			why = "no reason given"
+		}
+		r := "REFUSED AT THE EXECUTION CAP, nothing of this stage ran: " + why
+		var by []string
+		for _, ns := range nodes {
+			if ns.refused != nil {
+				by = append(by, g.node(ns.addr))
+			}
+		}
+		if len(by) > 0 {
+			r += " [refused by: " + strings.Join(by, " ") + "]"
+		}
+		add(r)
+	}
+
+	// Per node.
+	var lostN, survivors int
+	var survivorMarks, offPlan, below, above, cancelled, silent, slow, undispatched, dupes []string
+	type classAt struct {
+		node  string
+		count uint64
+	}
+	classes := map[string][]classAt{}
+	var worst Latency
+	var rateSum float64
+	var rateKnown bool
+	var total uint64
+	for _, ns := range nodes {
+		nd := Node{Node: g.node(ns.addr), Addr: ns.addr, Status: "ok"}
+		if perBackend != nil {
+			nd.Share = fmtRat(perBackend)
+			nd.Planned = fmtRat(planned)
+		}
+		var nr []string
+		if !ns.dispatch {
+			undispatched = append(undispatched, fmt.Sprintf("%s (%s)", nd.Node, ns.addr))
+			nr = append(nr, "not dispatched to, yet named in the execution")
+		}
+		if ns.dupes > 0 {
+			dupes = append(dupes, fmt.Sprintf("%s (%s)", nd.Node, ns.addr))
+			nr = append(nr, fmt.Sprintf("reported %d times", ns.dupes+1))
+		}
+		if ns.refused != nil {
+			nd.Status = "REFUSED"
+			nr = append(nr, "REFUSED the start: the engine was at its execution cap")
+		}
+		if ns.lost != nil {
+			lostN++
+			what := "[returned nothing]"
+			if ns.result != nil {
+				what = "[counters reported]"
+			}
+			add(fmt.Sprintf("LOST BACKEND %s (%s) %s", nd.Node, ns.addr, what))
+			nd.Status = "LOST"
+			nr = append(nr, "LOST "+what+": "+oneLine(ns.lost.Error))
+		}
+		if r := ns.result; r != nil {
+			nd.Answered = true
+			c := r.Counters[counters.HTTP2xx]
+			nd.HTTP2xx = c
+			total += c
+			nd.ElapsedMs = r.ElapsedMs
+			nd.StartedAt = r.StartedAt
+			if r.ElapsedMs > 0 {
+				rate := float64(c) / (float64(r.ElapsedMs) / 1000)
+				nd.Rate = &rate
+				rateSum += rate
+				rateKnown = true
+			}
+			nd.Latency = latencyOf(r)
+			worst.worsen(nd.Latency)
+			nd.Failures = failureClasses(r.Counters)
+			for _, f := range nd.Failures {
+				classes[f.Class] = append(classes[f.Class], classAt{nd.Node, f.Count})
+				switch f.Class {
+				case short(counters.PoolOverflow):
+					nr = append(nr, fmt.Sprintf("driver saturated: %d request(s) not sent [%s=%d]", f.Count, nd.Node, f.Count))
+				case short(counters.InflightLost):
+					nr = append(nr, fmt.Sprintf("in flight at the end: %d request(s) with no outcome [%s=%d]", f.Count, nd.Node, f.Count))
+				default:
+					nr = append(nr, fmt.Sprintf("%s=%d", f.Class, f.Count))
+				}
+			}
+			if r.Cancelled {
+				cancelled = append(cancelled, nd.Node)
+				nr = append(nr, "cancelled before its planned end")
+			}
+			if ns.lost == nil {
+				survivors++
+				// The floor and the plan's duration are judged on the
+				// survivors only; a lost node has already failed.
+				if planned != nil {
+					cnt := new(big.Rat).SetUint64(c)
+					lo := pct(planned, g.floor)
+					hi := pct(planned, g.ceiling)
+					if cnt.Cmp(lo) < 0 {
+						below = append(below, fmt.Sprintf("%s=%d", nd.Node, c))
+						nr = append(nr, fmt.Sprintf("http_2xx below %s%% of the planned %s", fmtRat(g.floor), fmtRat(planned)))
+					} else if cnt.Cmp(hi) > 0 {
+						above = append(above, fmt.Sprintf("%s=%d", nd.Node, c))
+						nr = append(nr, fmt.Sprintf("http_2xx above %s%% of the planned %s", fmtRat(g.ceiling), fmtRat(planned)))
+					}
+				}
+				// More than 5 % off the planned duration, either side.
+				d := e.DurationMs
+				diff := r.ElapsedMs - d
+				if diff < 0 {
+					diff = -diff
+				}
+				if d > 0 && big.NewInt(0).Mul(big.NewInt(diff), big.NewInt(100)).Cmp(big.NewInt(0).Mul(big.NewInt(d), big.NewInt(5))) > 0 {
+					offPlan = append(offPlan, fmt.Sprintf("%s=%ss", nd.Node, fmtMsAsS(r.ElapsedMs)))
+					nr = append(nr, fmt.Sprintf("ran off plan: %ss of %ss", fmtMsAsS(r.ElapsedMs), fmtMsAsS(d)))
+				}
+			}
+			if g.in.MaxP99 > 0 {
+				switch l := nd.Latency; {
+				case l != nil && l.P99Ms != nil:
+					if *l.P99Ms*1e6 > float64(g.in.MaxP99.Nanoseconds()) {
+						slow = append(slow, fmt.Sprintf("%s=%s", nd.Node, fmtMs(l.P99Ms)))
+						nr = append(nr, fmt.Sprintf("p99 %s above %s", fmtMs(l.P99Ms), g.in.MaxP99))
+					}
+				case c > 0:
+					slow = append(slow, nd.Node+"=?")
+					nr = append(nr, "p99 unknown (no latency_2xx statistic in ns)")
+				}
+			}
+		} else if ns.lost == nil && ns.refused == nil {
+			if refusedExec {
+				nr = append(nr, "nothing ran: the stage was refused at the execution cap")
+			} else {
+				silent = append(silent, nd.Node)
+				nr = append(nr, "no result and no error")
+			}
+		}
+		if len(nr) > 0 && nd.Status == "ok" {
+			nd.Status = "FAIL"
+		}
+		if ns.result != nil && ns.lost == nil {
+			mark := "ok"
+			if nd.Status != "ok" {
+				mark = "FAIL"
+			}
+			survivorMarks = append(survivorMarks, nd.Node+"="+mark)
+		}
+		nd.Reasons = nr
+		t.Nodes = append(t.Nodes, nd)
+	}
+	t.Survivors = survivors
+	if len(e.Results) > 0 {
+		t.HTTP2xx = &total
+	}
+	if rateKnown {
+		t.RateAchieved = &rateSum
+	}
+	if worst.P50Ms != nil || worst.P99Ms != nil || worst.MaxMs != nil {
+		t.Latency = &worst
+	}
+
+	if lostN > 0 && !refusedExec {
+		if survivors > 0 {
+			add("survivors " + strings.Join(survivorMarks, " "))
+		} else {
+			add("no backend survived")
+		}
+	}
+	if e.Error != "" && lostN == 0 && !refusedExec {
+		add("error: " + oneLine(e.Error))
+	}
+	if e.Error == "" && !refusedExec && e.ElapsedMs < e.DurationMs {
+		add(fmt.Sprintf("ran %dms of %dms", e.ElapsedMs, e.DurationMs))
+	}
+	if len(offPlan) > 0 {
+		add(fmt.Sprintf("ran off plan (%ss) on [%s]", fmtMsAsS(e.DurationMs), strings.Join(offPlan, " ")))
+	}
+	if len(cancelled) > 0 {
+		add("cancelled before the planned end on [" + strings.Join(cancelled, " ") + "]")
+	}
+	if dispatched != N {
+		r := fmt.Sprintf("backends %d/%d dispatched", dispatched, N)
+		var missing []string
+		for _, en := range g.in.Engines {
+			found := false
+			for _, b := range e.Backends {
+				if b == en.Addr || hostOf(b) == hostOf(en.Addr) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				missing = append(missing, en.Node)
+			}
+		}
+		if len(missing) > 0 {
+			r += " (not dispatched: " + strings.Join(missing, " ") + ")"
+		}
+		add(r + ": a node missing from the pool fails the run instead of shrinking it")
+	}
+	if len(undispatched) > 0 {
+		add("named but not dispatched to: " + strings.Join(undispatched, " "))
+	}
+	if len(dupes) > 0 {
+		add("reported more than once: " + strings.Join(dupes, " "))
+	}
+	if len(silent) > 0 {
+		add("no result and no error from [" + strings.Join(silent, " ") + "]: nothing to count")
+	}
+	// The zero-failure set, by class, with the count of every node; two
+	// classes are worded apart because neither is an answer of the target.
+	var mesh []string
+	var saturated, inflight string
+	for _, cl := range sortedClasses(classes) {
+		at := classes[cl]
+		var sum uint64
+		var per []string
+		for _, a := range at {
+			sum += a.count
+			per = append(per, fmt.Sprintf("%s=%d", a.node, a.count))
+		}
+		list := "[" + strings.Join(per, " ") + "]"
+		switch cl {
+		case short(counters.PoolOverflow):
+			saturated = fmt.Sprintf("driver saturated: %d request(s) not sent %s (pool_overflow: the engine's own client queue was full, so they never reached the target)", sum, list)
+		case short(counters.InflightLost):
+			inflight = fmt.Sprintf("in flight at the end: %d request(s) with no outcome %s (http_inflight_lost: sent or queued, neither answered nor reset when the run and its request timeout were over)", sum, list)
+		default:
+			mesh = append(mesh, fmt.Sprintf("%s=%d %s", cl, sum, list))
+		}
+	}
+	if len(mesh) > 0 {
+		add("failures " + strings.Join(mesh, " "))
+	}
+	if saturated != "" {
+		add(saturated)
+	}
+	if inflight != "" {
+		add(inflight)
+	}
+	if planned != nil {
+		if len(below) > 0 {
+			add(fmt.Sprintf("http_2xx below %s%% of the planned %s on [%s]", fmtRat(g.floor), fmtRat(planned), strings.Join(below, " ")))
+		}
+		if len(above) > 0 {
+			add(fmt.Sprintf("http_2xx above %s%% of the planned %s on [%s] (more than the plan asked for: not this plan's load)", fmtRat(g.ceiling), fmtRat(planned), strings.Join(above, " ")))
+		}
+	}
+	if len(e.Results) == 0 && lostN == 0 && e.Error == "" && !refusedExec && len(silent) == 0 {
+		add("no per-backend results: the 2xx count cannot be checked")
+	}
+	if len(slow) > 0 {
+		add(fmt.Sprintf("p99 above %s on [%s]", g.in.MaxP99, strings.Join(slow, " ")))
+	}
+	// The driver's own thresholds: every one that failed, except a counter
+	// of the zero-failure set whose class is already listed above.
+	var thr []string
+	for _, th := range e.Thresholds {
+		if th.Pass {
+			continue
+		}
+		if cl, ok := thresholdClass(th.Expr); ok && len(classes[cl]) > 0 {
+			continue
+		}
+		thr = append(thr, fmt.Sprintf("%s (actual %s)", oneLine(th.Expr), oneLine(th.Actual)))
+	}
+	if len(thr) > 0 {
+		add("thresholds failed: " + strings.Join(thr, "; "))
+	}
+
+	t.Reasons = reasons
+	if len(reasons) == 0 {
+		t.Status = ResultPass
+	}
+	return t, nothingPlanned
+}
+
+// pct is p percent of x.
+func pct(x, p *big.Rat) *big.Rat {
+	r := new(big.Rat).Mul(x, p)
+	return r.Quo(r, big.NewRat(100, 1))
+}
+
+// worsen raises l to the worse of l and o, field by field.
+func (l *Latency) worsen(o *Latency) {
+	if o == nil {
+		return
+	}
+	up := func(dst **float64, v *float64) {
+		if v != nil && (*dst == nil || *v > **dst) {
+			x := *v
+			*dst = &x
+		}
+	}
+	up(&l.P50Ms, o.P50Ms)
+	up(&l.P99Ms, o.P99Ms)
+	up(&l.MaxMs, o.MaxMs)
+}
+
+// latencyOf reads a result's 2xx latency statistic, in milliseconds; nil
+// when there is none or it is not in nanoseconds.
+func latencyOf(r *report.BackendResult) *Latency {
+	st, ok := r.Statistics[counters.Latency2xx]
+	if !ok || st.Unit != "ns" || st.Count == 0 {
+		return nil
+	}
+	ms := func(ns float64) *float64 {
+		v := ns / 1e6
+		return &v
+	}
+	l := &Latency{MaxMs: ms(st.Max)}
+	if st.P50 > 0 {
+		l.P50Ms = ms(st.P50)
+	}
+	if st.P99 > 0 {
+		l.P99Ms = ms(st.P99)
+	}
+	return l
+}
+
+// short is a counter's name without "benchmark.".
+func short(name string) string { return strings.TrimPrefix(name, "benchmark.") }
+
+// inZeroSet says whether a counter belongs to the zero-failure set.
+func inZeroSet(name string) bool {
+	switch name {
+	case counters.HTTP4xx, counters.HTTP5xx, counters.PoolConnectionFailure, counters.PoolOverflow, counters.InflightLost:
+		return true
+	}
+	return strings.HasPrefix(name, counters.StreamResets) || strings.HasPrefix(name, "benchmark.pool_failure_")
+}
+
+// classRank orders the zero-failure classes the way they are listed.
+func classRank(cl string) int {
+	switch {
+	case cl == short(counters.HTTP4xx):
+		return 0
+	case cl == short(counters.HTTP5xx):
+		return 1
+	case cl == short(counters.StreamResets):
+		return 2
+	case strings.HasPrefix(cl, short(counters.StreamResetsPrefix)):
+		return 3
+	case cl == short(counters.PoolConnectionFailure):
+		return 4
+	case strings.HasPrefix(cl, "pool_failure_"):
+		return 5
+	case cl == short(counters.PoolOverflow):
+		return 6
+	case cl == short(counters.InflightLost):
+		return 7
+	}
+	return 8
+}
+
+func lessClass(a, b string) bool {
+	if ra, rb := classRank(a), classRank(b); ra != rb {
+		return ra < rb
+	}
+	return a < b
+}
+
+// failureClasses lists a node's non-zero counters of the zero-failure set.
+// Each is its own class: the detail counters overlap their class by design
+// and are listed beside it, never added to it.
+func failureClasses(c map[string]uint64) []ClassCount {
+	var out []ClassCount
+	for k, v := range c {
+		if v > 0 && inZeroSet(k) {
+			out = append(out, ClassCount{Class: short(k), Count: v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return lessClass(out[i].Class, out[j].Class) })
+	return out
+}
+
+func sortedClasses[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return lessClass(out[i], out[j]) })
+	return out
+}
+
+// thresholdClass returns the zero-failure class a "counter:benchmark.X ..."
+// threshold is about.
+func thresholdClass(expr string) (string, bool) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(expr), "counter:")
+	if !ok {
+		return "", false
+	}
+	name, _, _ := strings.Cut(rest, " ")
+	if !inZeroSet(name) {
+		return "", false
+	}
+	return short(name), true
+}
+
+// lostSummary lists every lost backend of the run once, with the number of
+// executions it was lost from and the first error the driver gave.
+func (g *grader) lostSummary(execs []Execution) []Lost {
+	var out []Lost
+	idx := map[string]int{}
+	for _, e := range execs {
+		refusedExec := e.Refused == report.RefusedExecutionCap || (e.Refused == "" && strings.Contains(e.Error, "refused a start because the engine is at"))
+		seen := map[string]bool{}
+		for _, be := range e.BackendErrors {
+			if be.Refused == report.RefusedExecutionCap || (refusedExec && e.Refused == "") || seen[be.Backend] {
+				continue
+			}
+			seen[be.Backend] = true
+			if i, ok := idx[be.Backend]; ok {
+				out[i].Targets++
+				continue
+			}
+			idx[be.Backend] = len(out)
+			out = append(out, Lost{Node: g.node(be.Backend), Addr: be.Backend, Targets: 1, Error: oneLine(be.Error)})
+		}
+	}
+	return out
+}
+
+// window finds the dispatch bracket of the run and the span of the
+// engines' first due times.
+func window(execs []Execution) Window {
+	w := Window{ExecutionCount: len(execs)}
+	var t0, t1, e0, e1 time.Time
+	for _, e := range execs {
+		if s, err := parseTime(e.StartedAt); err == nil && !s.IsZero() {
+			w.StartedExecs++
+			if t0.IsZero() || s.Before(t0) {
+				t0 = s
+			}
+		}
+		if s, err := parseTime(e.EndedAt); err == nil && !s.IsZero() && s.After(t1) {
+			t1 = s
+		}
+		for _, r := range e.Results {
+			if s, err := parseTime(r.StartedAt); err == nil && !s.IsZero() {
+				if e0.IsZero() || s.Before(e0) {
+					e0 = s
+				}
+				if s.After(e1) {
+					e1 = s
+				}
+			}
+		}
+	}
+	f := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(report.TimeFormat)
+	}
+	w.Dispatched, w.Ended, w.EnginesFirst, w.EnginesLast = f(t0), f(t1), f(e0), f(e1)
+	return w
+}
+
+// judgeLog compares the driver's log with the executions. It returns the
+// number of executions the log says were not run, a run failure when the
+// log shows skipped executions the report does not, and a note otherwise.
+func judgeLog(ls *LogSummary, name string, execs []Execution) (int, *RunFailure, string) {
+	if name == "" {
+		name = DirLog
+	}
+	notRun := map[string]bool{}
+	for _, e := range execs {
+		if e.NotRun {
+			notRun[e.Label] = true
+		}
+	}
+	k := ls.NotRun
+	if len(ls.Skipped) > k {
+		k = len(ls.Skipped)
+	}
+	var unseen []string
+	for _, l := range ls.Skipped {
+		if !notRun[l] {
+			unseen = append(unseen, l)
+		}
+	}
+	said := fmt.Sprintf("%d SKIP line(s)", ls.SkipLines)
+	if ls.Summary != "" {
+		said += fmt.Sprintf(", summary %q", ls.Summary)
+	}
+	switch {
+	case len(unseen) > 0 || k > len(notRun):
+		why := fmt.Sprintf("the driver's log shows %d execution(s) not run (%s), the graded run %d", k, said, len(notRun))
+		if len(unseen) > 0 {
+			why += "; skipped there and not marked not_run here: " + listSome(unseen)
+		}
+		return k, &RunFailure{Name: name, Reason: why + ": a stage that was skipped was not tested"}, ""
+	case k > 0:
+		return k, nil, fmt.Sprintf("%s agrees on the executions not run: %s", name, said)
+	case ls.Summary == "":
+		return k, nil, fmt.Sprintf("%s has no summary line (\"N/M executions passed\"): it could not witness executions not run", name)
+	}
+	return k, nil, ""
+}
