@@ -1,0 +1,333 @@
+// Package engine is sortie's load engine: a gRPC service that runs open-loop
+// HTTP/1.1 load executions and counts the outcome of every request.
+//
+// An execution paces each of its workers with engine/pacer (request i is
+// due at start + offset(i), whatever earlier requests did), hands each due
+// request to the worker's keep-alive connection pool, and reads responses
+// with engine/httpwire, which never re-sends a request. Every planned
+// request gets exactly one outcome class (benchmark.http_2xx,
+// benchmark.stream_resets, benchmark.pool_overflow, ...), or is left unsent
+// by a cancel and said so in Result.unsent. Latency runs from the due
+// time, so time spent waiting for a connection is in it.
+//
+// The engine is built for hours of low, exact load at little cost: no
+// goroutine or allocation per request, one goroutine per connection, and a
+// pacer that blocks between requests.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+)
+
+// DefaultMaxConcurrentExecutions is the default cap of executions running
+// at once.
+const DefaultMaxConcurrentExecutions = 16
+
+// Options configure an Engine.
+type Options struct {
+	// BackendName names this engine (a node name) in results and statsd
+	// metric names; it may be empty.
+	BackendName string
+	// MaxConcurrentExecutions caps the executions running at once; a start
+	// over it is refused with RESOURCE_EXHAUSTED. 0 means
+	// DefaultMaxConcurrentExecutions.
+	MaxConcurrentExecutions int
+	// Version is reported by Info.
+	Version string
+	// Logger receives the engine's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Validate returns every problem of the options.
+func (o Options) Validate() error {
+	var errs []error
+	if o.MaxConcurrentExecutions < 0 {
+		errs = append(errs, fmt.Errorf("max concurrent executions %d must not be negative", o.MaxConcurrentExecutions))
+	}
+	if strings.ContainsAny(o.BackendName, "\r\n") {
+		errs = append(errs, errors.New("backend name must be one line"))
+	}
+	return errors.Join(errs...)
+}
+
+// Engine runs executions for drivers over gRPC. Build it with New, serve it
+// with Serve, end it with Stop.
+type Engine struct {
+	opts   Options
+	log    *slog.Logger
+	srv    *grpc.Server
+	health *health.Server
+
+	// ctx is the parent of every execution; Stop cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	running  []*execution // in start order
+	stopping bool
+	stopOnce sync.Once
+	stopped  chan struct{}
+	stopErr  error
+}
+
+// New returns an engine for opts.
+func New(opts Options) (*Engine, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("engine options: %w", err)
+	}
+	if opts.MaxConcurrentExecutions == 0 {
+		opts.MaxConcurrentExecutions = DefaultMaxConcurrentExecutions
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	e := &Engine{
+		opts:    opts,
+		log:     log.With("component", "engine"),
+		health:  health.NewServer(),
+		stopped: make(chan struct{}),
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.srv = grpc.NewServer(
+		// A driver keeps one stream per execution open for its whole
+		// duration, often idle between progress snapshots; its pings are
+		// welcome, and a driver that stops answering ours for over a
+		// minute is gone (its executions are then cancelled).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
+	)
+	enginev1.RegisterEngineServer(e.srv, &service{e: e})
+	healthpb.RegisterHealthServer(e.srv, e.health)
+	e.health.SetServingStatus(enginev1.Engine_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return e, nil
+}
+
+// Serve serves the Engine service and the gRPC health service on lis until
+// Stop. It returns nil after Stop.
+func (e *Engine) Serve(lis net.Listener) error {
+	e.log.Info("serving", "address", lis.Addr().String(), "backend_name", e.opts.BackendName,
+		"max_concurrent_executions", e.opts.MaxConcurrentExecutions, "version", e.opts.Version)
+	err := e.srv.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop refuses new executions, cancels the running ones (their in-flight
+// requests get the drain of their timeout), lets their Result events be
+// delivered, then stops the gRPC server. When ctx ends first, in-flight
+// requests are cut short (counted as local resets), Results are still sent,
+// and the server stops at once. Stop is idempotent; every call waits for
+// the first to finish.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.stopOnce.Do(func() {
+		defer close(e.stopped)
+		e.mu.Lock()
+		e.stopping = true
+		n := len(e.running)
+		e.mu.Unlock()
+		e.health.Shutdown()
+		e.log.Info("stopping", "running", n)
+		e.cancel()
+
+		graceful := make(chan struct{})
+		go func() {
+			e.srv.GracefulStop()
+			close(graceful)
+		}()
+		select {
+		case <-graceful:
+			return
+		case <-ctx.Done():
+		}
+		e.log.Warn("stop deadline passed; aborting in-flight requests")
+		e.mu.Lock()
+		running := append([]*execution(nil), e.running...)
+		e.mu.Unlock()
+		for _, x := range running {
+			x.abortNow()
+		}
+		// The aborted executions send their Results now; give them a
+		// moment before the transport goes.
+		select {
+		case <-graceful:
+		case <-time.After(2 * time.Second):
+			e.srv.Stop()
+			<-graceful
+		}
+		e.stopErr = fmt.Errorf("stop: %w", ctx.Err())
+	})
+	<-e.stopped
+	return e.stopErr
+}
+
+// register admits an execution, or says why not as a gRPC status.
+func (e *Engine) register(x *execution) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopping {
+		return status.Error(codes.Unavailable, "engine is stopping; no new executions")
+	}
+	labels := make([]string, 0, len(e.running))
+	for _, r := range e.running {
+		if r.spec.id == x.spec.id {
+			return status.Errorf(codes.AlreadyExists, "execution %q is already running (label %q)", x.spec.id, r.spec.label)
+		}
+		labels = append(labels, r.spec.label)
+	}
+	if len(e.running) >= e.opts.MaxConcurrentExecutions {
+		return status.Errorf(codes.ResourceExhausted, "engine %sis at its cap of %d concurrent executions (--max-concurrent-executions); running: %s",
+			nameForMsg(e.opts.BackendName), e.opts.MaxConcurrentExecutions, strings.Join(labels, ", "))
+	}
+	e.running = append(e.running, x)
+	return nil
+}
+
+func nameForMsg(n string) string {
+	if n == "" {
+		return ""
+	}
+	return fmt.Sprintf("%q ", n)
+}
+
+func (e *Engine) unregister(x *execution) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, r := range e.running {
+		if r == x {
+			e.running = append(e.running[:i], e.running[i+1:]...)
+			return
+		}
+	}
+}
+
+// service implements the gRPC Engine service.
+type service struct {
+	enginev1.UnimplementedEngineServer
+	e *Engine
+}
+
+var _ enginev1.EngineServer = (*service)(nil)
+
+// Execute runs one execution and streams its events.
+func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStreamingServer[enginev1.ExecuteEvent]) error {
+	e := s.e
+	sp, err := parseSpec(req, time.Now(), e.opts.BackendName)
+	if err != nil {
+		e.log.Warn("execution refused", "execution_id", req.GetExecutionId(), "label", req.GetLabel(), "error", err)
+		return err
+	}
+	x := newExecution(sp, e.ctx)
+	defer x.cancel()
+	if err := e.register(x); err != nil {
+		e.log.Warn("execution refused", "execution_id", sp.id, "label", sp.label, "error", err)
+		return err
+	}
+	defer e.unregister(x)
+
+	var sink *statsdSink
+	if sp.stats != nil {
+		if sink, err = newStatsdSink(x); err != nil {
+			return status.Errorf(codes.InvalidArgument, "execution %q: stats.address: %v", sp.label, err)
+		}
+	}
+	log := e.log.With("execution_id", sp.id, "label", sp.label)
+	log.Info("execution started", "start_time", sp.start, "planned", sp.pacer.Planned()*uint64(sp.workers),
+		"workers", sp.workers, "rate", sp.pacer.Rate(), "duration", sp.pacer.Duration())
+	if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Started{Started: &enginev1.Started{
+		ExecutionId: sp.id, BackendName: e.opts.BackendName, StartTime: timestamppb.New(sp.start),
+	}}}); err != nil {
+		return err
+	}
+
+	x.start()
+	var sinkStop, sinkDone chan struct{}
+	if sink != nil {
+		sinkStop, sinkDone = make(chan struct{}), make(chan struct{})
+		go sink.run(sinkStop, sinkDone)
+	}
+	var tick <-chan time.Time
+	if sp.progress > 0 {
+		t := time.NewTicker(sp.progress)
+		defer t.Stop()
+		tick = t.C
+	}
+	clientGone := stream.Context().Done()
+	for running := true; running; {
+		select {
+		case <-x.done:
+			running = false
+		case <-tick:
+			if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Progress{Progress: x.progress()}}); err != nil {
+				log.Warn("progress not delivered; cancelling", "error", err)
+				x.cancel()
+				tick = nil
+			}
+		case <-clientGone:
+			// The driver is gone: no load without someone to count it.
+			log.Warn("driver went away; cancelling")
+			x.cancel()
+			clientGone, tick = nil, nil
+		}
+	}
+	if sink != nil {
+		close(sinkStop)
+		<-sinkDone
+	}
+	res := x.result(e.opts.BackendName)
+	log.Info("execution finished", "cancelled", res.Cancelled, "planned", res.Planned, "unsent", res.Unsent,
+		"elapsed", res.Elapsed.AsDuration(), "counters", res.Counters)
+	return stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Result{Result: res}})
+}
+
+// Cancel ends a running execution early.
+func (s *service) Cancel(_ context.Context, req *enginev1.CancelRequest) (*enginev1.CancelResponse, error) {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, x := range e.running {
+		if x.spec.id == req.GetExecutionId() {
+			e.log.Info("execution cancelled", "execution_id", x.spec.id, "label", x.spec.label)
+			x.cancel()
+			return &enginev1.CancelResponse{Found: true}, nil
+		}
+	}
+	return &enginev1.CancelResponse{}, nil
+}
+
+// Info describes the engine.
+func (s *service) Info(context.Context, *enginev1.InfoRequest) (*enginev1.InfoResponse, error) {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := &enginev1.InfoResponse{
+		Version:                 e.opts.Version,
+		BackendName:             e.opts.BackendName,
+		MaxConcurrentExecutions: uint32(e.opts.MaxConcurrentExecutions),
+		Running:                 make([]string, 0, len(e.running)),
+	}
+	for _, x := range e.running {
+		r.Running = append(r.Running, x.spec.label)
+	}
+	return r, nil
+}

@@ -1,0 +1,247 @@
+package engine
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/internal/counters"
+)
+
+// counterID indexes a worker's counters. Outcome classes come first.
+type counterID int
+
+const (
+	cHTTP1xx counterID = iota
+	cHTTP2xx
+	cHTTP3xx
+	cHTTP4xx
+	cHTTP5xx
+	cResets
+	cConnFailure
+	cConnTimeout
+	cOverflow
+	cInflightLost
+	cConnLocal
+	cConnRemote
+	cResetsBeforeHeaders
+	cResetsIncompleteBody
+	cResetConnTermination
+	cResetRemote
+	cResetProtocol
+	cResetLocal
+	cLateSends
+	numCounters
+)
+
+// counterNames are the compatibility names of the counters.
+var counterNames = [numCounters]string{
+	cHTTP1xx:              counters.HTTP1xx,
+	cHTTP2xx:              counters.HTTP2xx,
+	cHTTP3xx:              counters.HTTP3xx,
+	cHTTP4xx:              counters.HTTP4xx,
+	cHTTP5xx:              counters.HTTP5xx,
+	cResets:               counters.StreamResets,
+	cConnFailure:          counters.PoolConnectionFailure,
+	cConnTimeout:          counters.PoolFailureTimeout,
+	cOverflow:             counters.PoolOverflow,
+	cInflightLost:         counters.InflightLost,
+	cConnLocal:            counters.PoolFailureLocal,
+	cConnRemote:           counters.PoolFailureRemote,
+	cResetsBeforeHeaders:  counters.ResetsBeforeHeaders,
+	cResetsIncompleteBody: counters.ResetsIncompleteBody,
+	cResetConnTermination: counters.StreamResetsPrefix + counters.ReasonConnectionTermination,
+	cResetRemote:          counters.StreamResetsPrefix + counters.ReasonRemoteReset,
+	cResetProtocol:        counters.StreamResetsPrefix + counters.ReasonProtocolError,
+	cResetLocal:           counters.StreamResetsPrefix + counters.ReasonLocalReset,
+	cLateSends:            counters.LateSends,
+}
+
+// counterSet is a snapshot of counters.
+type counterSet [numCounters]uint64
+
+// add adds o to c.
+func (c *counterSet) add(o *counterSet) {
+	for i := range c {
+		c[i] += o[i]
+	}
+}
+
+// toMap returns the nonzero counters by name.
+func (c *counterSet) toMap() map[string]uint64 {
+	m := make(map[string]uint64, 8)
+	for i, v := range c {
+		if v != 0 {
+			m[counterNames[i]] = v
+		}
+	}
+	return m
+}
+
+// outcomes sums the outcome classes.
+func (c *counterSet) outcomes() uint64 {
+	var n uint64
+	for i := cHTTP1xx; i <= cInflightLost; i++ {
+		n += c[i]
+	}
+	return n
+}
+
+// Histogram geometry: nanoseconds from 1 ns to an hour, three significant
+// digits (0.1 %). A longer value is recorded as an hour.
+const (
+	histMax     = int64(3600e9)
+	histSigFigs = 3
+)
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, histMax, histSigFigs) }
+
+func record(h *hdrhistogram.Histogram, v int64) {
+	if v < 0 {
+		v = 0
+	} else if v > histMax {
+		v = histMax
+	}
+	_ = h.RecordValue(v)
+}
+
+// Latency statistics of a worker, indexed by status class 1xx..5xx.
+const numClasses = 5
+
+// workerStats are the counters and histograms of one worker. Counters are
+// atomic so Progress and statsd read them while the worker runs;
+// histograms are guarded by mu and only merged at the end (and copied
+// nowhere in between).
+type workerStats struct {
+	counts [numCounters]atomic.Uint64
+	// Running summary of latency_2xx for Progress.
+	lat2xxSum atomic.Int64
+	lat2xxMax atomic.Int64
+	// Offset of the last outcome from the start, ns; math.MinInt64 when
+	// none.
+	last atomic.Int64
+
+	mu       sync.Mutex
+	latency  [numClasses]*hdrhistogram.Histogram // lazily, but 2xx always
+	r2r, q2c *hdrhistogram.Histogram
+	// window samples latency_2xx for statsd; nil without statsd.
+	window *sampleWindow
+
+	// lateness is written by the pacer goroutine only and read after it
+	// ended.
+	lateness *hdrhistogram.Histogram
+}
+
+func newWorkerStats(statsd bool) *workerStats {
+	s := &workerStats{r2r: newHist(), q2c: newHist(), lateness: newHist()}
+	s.latency[1] = newHist()
+	s.last.Store(math.MinInt64)
+	if statsd {
+		s.window = newSampleWindow(statsdSamples)
+	}
+	return s
+}
+
+func (s *workerStats) inc(c counterID) { s.counts[c].Add(1) }
+
+// outcomeAt notes that an outcome was counted at offset now.
+func (s *workerStats) outcomeAt(now int64) {
+	for {
+		old := s.last.Load()
+		if now <= old || s.last.CompareAndSwap(old, now) {
+			return
+		}
+	}
+}
+
+// response records a response of the given status code.
+func (s *workerStats) response(code int, latency, r2r, q2c int64) {
+	class := code/100 - 1 // 0..4, checked by the parser
+	s.inc(cHTTP1xx + counterID(class))
+	if class == 1 {
+		s.lat2xxSum.Add(latency)
+		for {
+			old := s.lat2xxMax.Load()
+			if latency <= old || s.lat2xxMax.CompareAndSwap(old, latency) {
+				break
+			}
+		}
+	}
+	s.mu.Lock()
+	h := s.latency[class]
+	if h == nil {
+		h = newHist()
+		s.latency[class] = h
+	}
+	record(h, latency)
+	record(s.r2r, r2r)
+	record(s.q2c, q2c)
+	if class == 1 && s.window != nil {
+		s.window.add(latency)
+	}
+	s.mu.Unlock()
+}
+
+// snapshot reads the counters.
+func (s *workerStats) snapshot(out *counterSet) {
+	for i := range s.counts {
+		out[i] = s.counts[i].Load()
+	}
+}
+
+// statistic summarises h as id.
+func statistic(id string, h *hdrhistogram.Histogram) *enginev1.Statistic {
+	st := &enginev1.Statistic{Id: id, Unit: "ns", Count: uint64(h.TotalCount())}
+	if st.Count == 0 {
+		return st
+	}
+	st.Mean = h.Mean()
+	st.Pstdev = h.StdDev()
+	st.Min = h.Min()
+	st.Max = h.Max()
+	st.P50 = h.ValueAtQuantile(50)
+	st.P90 = h.ValueAtQuantile(90)
+	st.P99 = h.ValueAtQuantile(99)
+	st.P999 = h.ValueAtQuantile(99.9)
+	return st
+}
+
+// sampleWindow keeps a uniform sample of the latencies seen since the last
+// statsd flush (reservoir sampling), so a flush sends a bounded number of
+// timer values at any rate.
+type sampleWindow struct {
+	samples []int64
+	seen    uint64
+	rng     uint64
+}
+
+func newSampleWindow(n int) *sampleWindow {
+	return &sampleWindow{samples: make([]int64, 0, n), rng: 0x9e3779b97f4a7c15}
+}
+
+func (w *sampleWindow) add(v int64) {
+	w.seen++
+	if len(w.samples) < cap(w.samples) {
+		w.samples = append(w.samples, v)
+		return
+	}
+	// xorshift64: cheap and good enough to pick a slot.
+	w.rng ^= w.rng << 13
+	w.rng ^= w.rng >> 7
+	w.rng ^= w.rng << 17
+	if j := w.rng % w.seen; j < uint64(len(w.samples)) {
+		w.samples[j] = v
+	}
+}
+
+// take copies the sample into dst, returns it with the count seen, and
+// starts a new window.
+func (w *sampleWindow) take(dst []int64) ([]int64, uint64) {
+	dst = append(dst[:0], w.samples...)
+	seen := w.seen
+	w.samples, w.seen = w.samples[:0], 0
+	return dst, seen
+}

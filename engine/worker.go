@@ -1,0 +1,536 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/sortie-soak/sortie/engine/httpwire"
+)
+
+// Pacing and pool tuning.
+const (
+	// coarseWait: a wait longer than this sleeps on a runtime timer until
+	// coarseWake before the due time, then finishes with nanosleep. The
+	// runtime's timers wake an idle process with a millisecond granularity,
+	// which alone would make most sends up to a millisecond late.
+	coarseWait = 2 * time.Millisecond
+	coarseWake = 1500 * time.Microsecond
+	// staleAfter: a connection idle for longer is checked, without
+	// blocking, for a close or unsolicited bytes from the server before it
+	// carries a request; such a connection is replaced, not used. This is
+	// no retry: the request was not written yet.
+	staleAfter = time.Second
+	// readBufferSize bounds a response line (httpwire).
+	readBufferSize = 8 << 10
+)
+
+// worker is one pacer and its connection pool. The pacer goroutine hands
+// each due request to an idle connection's goroutine, to a new connection,
+// or to the queue; each connection goroutine writes and reads serially and
+// then takes queued work or goes idle. No goroutine is started per request.
+type worker struct {
+	spec   *spec
+	index  int
+	base   time.Time // the due time of request 0, with a monotonic reading
+	stats  *workerStats
+	dialer *net.Dialer
+
+	ctx      context.Context // cancelled: the pacer stops
+	dialCtx  context.Context // cancelled: dials in progress give up
+	dialStop context.CancelFunc
+
+	mu          sync.Mutex
+	idle        []*conn // LIFO: the most recently used connection first
+	open        int     // connection goroutines alive (dialing, busy or idle)
+	queue       []int64 // due times of requests waiting for a connection
+	qhead       int
+	conns       map[*conn]struct{} // connections with a socket
+	pacerDone   bool
+	closing     bool
+	roomWaiting bool
+
+	// expired: the drain timed out; what is still in flight is lost.
+	expired atomic.Bool
+	// aborted: the engine cut in-flight requests short.
+	aborted atomic.Bool
+
+	quiet chan struct{} // nothing in flight and the pacer done
+	room  chan struct{} // closed loop: a connection or queue slot freed
+	wg    sync.WaitGroup
+
+	timer  *time.Timer
+	unsent uint64
+}
+
+func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool) *worker {
+	w := &worker{
+		spec:   s,
+		index:  index,
+		base:   base,
+		stats:  newWorkerStats(statsd),
+		dialer: &net.Dialer{KeepAlive: 30 * time.Second},
+		ctx:    ctx,
+		conns:  make(map[*conn]struct{}),
+		quiet:  make(chan struct{}, 1),
+		room:   make(chan struct{}, 1),
+	}
+	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
+	return w
+}
+
+// now is the offset from the due time of request 0, in ns.
+func (w *worker) now() int64 { return int64(time.Since(w.base)) }
+
+// run paces the worker's requests, then drains. abort cuts the drain
+// short.
+func (w *worker) run(abort <-chan struct{}) {
+	p := w.spec.pacer
+	planned := p.Planned()
+	w.timer = time.NewTimer(time.Hour)
+	w.timer.Stop()
+	i := uint64(0)
+	for ; i < planned; i++ {
+		due := int64(p.Offset(i))
+		if !w.waitUntil(due) || !w.dispatch(due) {
+			break
+		}
+	}
+	w.unsent = planned - i
+	w.drain(abort)
+}
+
+// waitUntil blocks until offset due; false if the worker was cancelled
+// first. It never spins: a long wait sleeps on a timer, the last
+// millisecond or two on nanosleep, and a due time already past returns at
+// once (a worker that fell behind sends its backlog without sleeping).
+func (w *worker) waitUntil(due int64) bool {
+	for {
+		if w.ctx.Err() != nil {
+			return false
+		}
+		d := time.Duration(due - w.now())
+		if d <= 0 {
+			return true
+		}
+		if d > coarseWait {
+			w.timer.Reset(d - coarseWake)
+			select {
+			case <-w.timer.C:
+			case <-w.ctx.Done():
+				w.timer.Stop()
+				return false
+			}
+			continue
+		}
+		ts := syscall.NsecToTimespec(int64(d))
+		_ = syscall.Nanosleep(&ts, nil)
+	}
+}
+
+// dispatch hands the request due at offset due to the pool. It returns
+// false only when the worker was cancelled while a closed-loop worker
+// waited for room.
+func (w *worker) dispatch(due int64) bool {
+	for {
+		w.mu.Lock()
+		if n := len(w.idle); n > 0 {
+			c := w.idle[n-1]
+			w.idle[n-1] = nil
+			w.idle = w.idle[:n-1]
+			w.mu.Unlock()
+			w.sent(due)
+			c.jobs <- due
+			return true
+		}
+		if w.open < w.spec.connections {
+			w.open++
+			w.mu.Unlock()
+			w.sent(due)
+			w.wg.Add(1)
+			go w.connLoop(due)
+			return true
+		}
+		if len(w.queue)-w.qhead < w.spec.maxPending {
+			w.queue = append(w.queue, due)
+			w.mu.Unlock()
+			w.sent(due)
+			return true
+		}
+		if w.spec.openLoop {
+			w.mu.Unlock()
+			w.stats.inc(cOverflow)
+			w.stats.outcomeAt(w.now())
+			return true
+		}
+		w.roomWaiting = true
+		w.mu.Unlock()
+		select {
+		case <-w.room:
+		case <-w.ctx.Done():
+			return false
+		}
+	}
+}
+
+// sent records how late the pacer handed over the request due at due.
+func (w *worker) sent(due int64) {
+	late := w.now() - due
+	record(w.stats.lateness, late)
+	if late > int64(lateTolerance) {
+		w.stats.inc(cLateSends)
+	}
+}
+
+// Actions of a connection goroutine after a request.
+const (
+	actWork = iota // take the queued request returned
+	actIdle        // wait in the idle list
+	actExit        // stop; close the socket if any
+)
+
+// next decides what connection c does after a request. Called by c's
+// goroutine.
+func (w *worker) next(c *conn) (int64, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.qhead < len(w.queue) && !w.closing {
+		due := w.queue[w.qhead]
+		w.qhead++
+		if w.qhead == len(w.queue) {
+			w.queue, w.qhead = w.queue[:0], 0
+		} else if w.qhead >= 1024 && 2*w.qhead >= len(w.queue) {
+			n := copy(w.queue, w.queue[w.qhead:])
+			w.queue, w.qhead = w.queue[:n], 0
+		}
+		w.signalRoomLocked()
+		return due, actWork
+	}
+	if c.nc == nil || w.closing || w.expired.Load() || w.aborted.Load() {
+		w.open--
+		w.signalRoomLocked()
+		w.signalQuietLocked()
+		return 0, actExit
+	}
+	c.idleAt = w.now()
+	w.idle = append(w.idle, c)
+	w.signalRoomLocked()
+	w.signalQuietLocked()
+	return 0, actIdle
+}
+
+func (w *worker) signalRoomLocked() {
+	if w.roomWaiting {
+		w.roomWaiting = false
+		select {
+		case w.room <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *worker) quietLocked() bool {
+	return w.pacerDone && w.qhead == len(w.queue) && w.open == len(w.idle)
+}
+
+func (w *worker) signalQuietLocked() {
+	if w.quietLocked() {
+		select {
+		case w.quiet <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// drain waits, after the pacer stopped, for what is in flight: up to the
+// timeout, or until abort. Then it closes the pool.
+func (w *worker) drain(abort <-chan struct{}) {
+	w.mu.Lock()
+	w.pacerDone = true
+	quiet := w.quietLocked()
+	w.mu.Unlock()
+	if !quiet {
+		t := time.NewTimer(w.spec.timeout)
+		select {
+		case <-w.quiet:
+		case <-t.C:
+			w.expire(false)
+		case <-abort:
+			w.expire(true)
+		}
+		t.Stop()
+	}
+	w.mu.Lock()
+	w.closing = true
+	for _, c := range w.idle {
+		close(c.jobs)
+	}
+	w.idle = nil
+	w.mu.Unlock()
+	w.dialStop()
+	w.wg.Wait()
+}
+
+// expire ends the drain: queued requests are lost, and every socket's
+// deadline is moved to the past so its goroutine counts what it carried
+// (lost, or a local reset when aborted) and exits.
+func (w *worker) expire(aborted bool) {
+	w.mu.Lock()
+	if aborted {
+		w.aborted.Store(true)
+	} else {
+		w.expired.Store(true)
+	}
+	queued := len(w.queue) - w.qhead
+	w.queue, w.qhead = w.queue[:0], 0
+	for c := range w.conns {
+		_ = c.nc.SetDeadline(time.Unix(1, 0))
+	}
+	w.mu.Unlock()
+	w.stats.counts[cInflightLost].Add(uint64(queued))
+	if queued > 0 {
+		w.stats.outcomeAt(w.now())
+	}
+	w.dialStop()
+}
+
+// failure counts a request whose round trip failed after its connection
+// was in hand.
+func (w *worker) failure(err error, headersDone bool) {
+	s := w.stats
+	s.outcomeAt(w.now())
+	if w.expired.Load() {
+		s.inc(cInflightLost)
+		return
+	}
+	s.inc(cResets)
+	if headersDone {
+		s.inc(cResetsIncompleteBody)
+	} else {
+		s.inc(cResetsBeforeHeaders)
+	}
+	s.inc(resetReason(err, w.aborted.Load()))
+}
+
+// resetReason names why a stream broke.
+func resetReason(err error, aborted bool) counterID {
+	var pe *httpwire.ProtocolError
+	var rhe tls.RecordHeaderError
+	switch {
+	case errors.As(err, &pe), errors.As(err, &rhe):
+		return cResetProtocol
+	case aborted, errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded):
+		return cResetLocal
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNABORTED):
+		return cResetRemote
+	default:
+		// io.EOF, io.ErrUnexpectedEOF, and anything else that ended the
+		// connection from the other side.
+		return cResetConnTermination
+	}
+}
+
+// dialFailure counts a request whose connection could not be made.
+func (w *worker) dialFailure(err error, ctx context.Context) {
+	s := w.stats
+	s.outcomeAt(w.now())
+	var ne net.Error
+	var cve *tls.CertificateVerificationError
+	var uae x509.UnknownAuthorityError
+	var hne x509.HostnameError
+	var cie x509.CertificateInvalidError
+	switch {
+	case w.expired.Load():
+		s.inc(cInflightLost)
+	case w.aborted.Load():
+		s.inc(cConnFailure)
+		s.inc(cConnLocal)
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		s.inc(cConnTimeout)
+	case errors.As(err, &cve), errors.As(err, &uae), errors.As(err, &hne), errors.As(err, &cie):
+		// This engine refused the server's certificate.
+		s.inc(cConnFailure)
+		s.inc(cConnLocal)
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), isRemoteTLS(err):
+		s.inc(cConnFailure)
+		s.inc(cConnRemote)
+	default:
+		// No route, no local address, a name that did not resolve: the
+		// request never left this host.
+		s.inc(cConnFailure)
+		s.inc(cConnLocal)
+	}
+}
+
+// isRemoteTLS says err is a TLS alert sent by the server.
+func isRemoteTLS(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error"
+}
+
+// conn is one connection and the goroutine that carries its requests.
+type conn struct {
+	w      *worker
+	nc     net.Conn
+	raw    syscall.RawConn // of the TCP socket, for the stale check
+	br     *bufio.Reader
+	jobs   chan int64
+	resp   httpwire.Response
+	idleAt int64
+	peek   [1]byte
+	stale  bool
+}
+
+// connLoop serves requests on one connection, dialing it for the first.
+func (w *worker) connLoop(due int64) {
+	defer w.wg.Done()
+	c := &conn{w: w, jobs: make(chan int64, 1)}
+	for {
+		if c.nc == nil && !c.dial(due) {
+			next, act := w.next(c)
+			if act != actWork {
+				return
+			}
+			due = next
+			continue
+		}
+		if !c.roundTrip(due, w.now()) {
+			c.drop()
+		}
+		next, act := w.next(c)
+		switch act {
+		case actWork:
+			due = next
+			continue
+		case actExit:
+			c.drop()
+			return
+		}
+		d, ok := <-c.jobs
+		if !ok {
+			w.mu.Lock()
+			w.open--
+			w.mu.Unlock()
+			c.drop()
+			return
+		}
+		due = d
+		if time.Duration(w.now()-c.idleAt) > staleAfter && c.closedByPeer() {
+			c.drop()
+		}
+	}
+}
+
+// dial connects for the request due at due; false when it failed (and was
+// counted).
+func (c *conn) dial(due int64) bool {
+	w := c.w
+	ctx, cancel := context.WithTimeout(w.dialCtx, w.spec.timeout)
+	defer cancel()
+	nc, err := w.dialer.DialContext(ctx, "tcp", w.spec.addr)
+	if err == nil {
+		if tc, ok := nc.(*net.TCPConn); ok {
+			c.raw, _ = tc.SyscallConn()
+		}
+		if w.spec.tls != nil {
+			tlsc := tls.Client(nc, w.spec.tls)
+			if err = tlsc.HandshakeContext(ctx); err != nil {
+				_ = nc.Close()
+			} else {
+				nc = tlsc
+			}
+		}
+	}
+	if err != nil {
+		w.dialFailure(err, ctx)
+		return false
+	}
+	w.mu.Lock()
+	if w.expired.Load() || w.aborted.Load() {
+		// The drain ended while this dial ran: the request is lost.
+		w.mu.Unlock()
+		_ = nc.Close()
+		w.stats.outcomeAt(w.now())
+		w.stats.inc(cInflightLost)
+		return false
+	}
+	c.nc = nc
+	w.conns[c] = struct{}{}
+	w.mu.Unlock()
+	if c.br == nil {
+		c.br = bufio.NewReaderSize(nc, readBufferSize)
+	} else {
+		c.br.Reset(nc)
+	}
+	return true
+}
+
+// roundTrip writes the request due at due on the connection in hand since
+// inHand, reads the response and counts its outcome. It returns whether
+// the connection may carry another request.
+func (c *conn) roundTrip(due, inHand int64) bool {
+	w := c.w
+	if _, err := c.nc.Write(w.spec.request); err != nil {
+		w.failure(err, false)
+		return false
+	}
+	err := httpwire.ReadResponse(c.br, w.spec.head, &c.resp)
+	end := w.now()
+	if err != nil {
+		w.failure(err, c.resp.HeadersDone)
+		return false
+	}
+	w.stats.response(c.resp.StatusCode, end-due, end-inHand, inHand-due)
+	w.stats.outcomeAt(end)
+	return !c.resp.Close
+}
+
+// closedByPeer checks, without blocking, whether an idle connection was
+// closed by the server or received bytes nobody asked for; either way it
+// must not carry a request.
+func (c *conn) closedByPeer() bool {
+	if c.br.Buffered() > 0 {
+		return true
+	}
+	if c.raw == nil {
+		return false
+	}
+	closed := false
+	_ = c.raw.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), c.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		switch {
+		case err == syscall.EAGAIN || err == syscall.EINTR:
+		case err != nil, n >= 0:
+			closed = true
+		}
+		return true
+	})
+	return closed
+}
+
+// drop unregisters and closes the socket, if any. Only c's goroutine
+// changes c.nc, under the worker's lock, since expire reads it.
+func (c *conn) drop() {
+	nc := c.nc
+	if nc == nil {
+		return
+	}
+	w := c.w
+	w.mu.Lock()
+	delete(w.conns, c)
+	c.nc = nil
+	w.mu.Unlock()
+	c.raw = nil
+	_ = nc.Close()
+}
