@@ -1,0 +1,155 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Describe writes what `sortie validate` prints: per scenario its pool and
+// backends, executor, request settings, each execution with its rate, worker
+// rate, duration and planned requests, stage by stage, and the thresholds
+// with where each is judged. The text is stable (golden-tested); it is for
+// people, not for parsing.
+func (c *Compiled) Describe(w io.Writer) {
+	execs := 0
+	for _, cs := range c.Scenarios {
+		for _, st := range cs.Stages {
+			execs += len(st.Executions)
+		}
+	}
+	fmt.Fprintf(w, "%s, %s\n", plural(len(c.Scenarios), "scenario"), plural(execs, "execution"))
+	for _, cs := range c.Scenarios {
+		fmt.Fprintln(w)
+		describeScenario(w, cs)
+	}
+}
+
+func describeScenario(w io.Writer, cs CompiledScenario) {
+	s := cs.Spec
+	pool := "pool " + cs.Pool.Name
+	if cs.Pool.DNS != "" {
+		pool += ", dns " + cs.Pool.DNS
+		if len(cs.Backends) == 1 && cs.Backends[0] == cs.Pool.DNS {
+			pool += " (not resolved: one placeholder backend)"
+		}
+	}
+	fmt.Fprintf(w, "scenario %s: %s\n", cs.Name, pool)
+	fmt.Fprintf(w, "  backends (%d): %s\n", len(cs.Backends), strings.Join(cs.Backends, ", "))
+
+	x := s.Executor
+	per := "for the pool"
+	if x.PerBackend {
+		per = "per backend"
+	}
+	loop := "closed loop"
+	if x.OpenLoop {
+		loop = "open loop"
+	}
+	switch x.Type {
+	case ConstantRate:
+		fmt.Fprintf(w, "  executor: %s, rate %d %s, duration %v, %s\n", x.Type, x.Rate, per, x.Duration, loop)
+	case RampingRate:
+		fmt.Fprintf(w, "  executor: %s, rate %d %s after a ramp_time of %v, duration %v (ramp included), %s\n", x.Type, x.Rate, per, x.RampTime, x.Duration, loop)
+	case Staircase:
+		var total time.Duration
+		for _, st := range x.Stages {
+			total += st.Duration
+		}
+		fmt.Fprintf(w, "  executor: %s, %s one after another, rates %s, %v in all, %s\n", x.Type, plural(len(x.Stages), "stage"), per, total, loop)
+	}
+	fmt.Fprintf(w, "  requests: %s, %s, concurrency %d (workers per backend and target), connections %d per worker, max_pending_requests %d per worker, timeout %v\n",
+		s.Method, s.Protocol, s.Concurrency, s.Connections, s.MaxPendingRequests, s.Timeout)
+	for _, h := range s.Headers {
+		fmt.Fprintln(w, strings.TrimRight("  header: "+h.Name+": "+h.Value, " "))
+	}
+	if s.Body != nil {
+		from := ""
+		if s.BodyFile != "" {
+			from = " from " + s.BodyFile
+		}
+		fmt.Fprintf(w, "  body: %s%s\n", plural(len(s.Body), "byte"), from)
+	}
+	if t := s.TLS; t != nil {
+		var parts []string
+		if t.CAFile != "" {
+			parts = append(parts, "ca_file "+t.CAFile)
+		}
+		if t.CertFile != "" {
+			parts = append(parts, "client certificate "+t.CertFile+" with key "+t.KeyFile)
+		}
+		if t.ServerName != "" {
+			parts = append(parts, "server_name "+t.ServerName)
+		}
+		if t.InsecureSkipVerify {
+			parts = append(parts, "insecure_skip_verify")
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "system defaults")
+		}
+		fmt.Fprintf(w, "  tls: %s\n", strings.Join(parts, ", "))
+	}
+	if st := s.Stats; st != nil {
+		flush := "the engine's default flush interval"
+		if st.FlushInterval > 0 {
+			flush = fmt.Sprintf("flush every %v", st.FlushInterval)
+		}
+		fmt.Fprintf(w, "  stats: statsd %s, prefix %s, backend by %s, %s\n", st.Address, st.Prefix, st.Backend, flush)
+	}
+
+	for i, st := range cs.Stages {
+		indent := "  "
+		if st.Name != "" {
+			stage := x.Stages[i]
+			fmt.Fprintf(w, "  %s: rate %d %s, duration %v\n", st.Name, stage.Rate, per, stage.Duration)
+			indent = "    "
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, ex := range st.Executions {
+			url := ""
+			var workerRate uint32
+			if len(cs.Backends) > 0 {
+				r := ex.Requests[cs.Backends[0]]
+				url, workerRate = r.GetUrl(), r.GetRate()
+			}
+			planned := uint64(0)
+			if len(cs.Backends) > 0 {
+				planned = ex.Planned[cs.Backends[0]]
+			}
+			rate := strconv.FormatFloat(ex.Rate, 'f', -1, 64) + " rps"
+			if ex.PerBackend {
+				rate += " per backend"
+			} else {
+				rate += " for the pool"
+			}
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%d per worker\t%v\t%s per backend\n",
+				indent, ex.Label, url, rate, workerRate, ex.Duration, plural(planned, "request"))
+		}
+		tw.Flush()
+	}
+
+	if len(s.Thresholds) == 0 {
+		fmt.Fprintln(w, "  thresholds: none")
+		return
+	}
+	fmt.Fprintln(w, "  thresholds:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, t := range s.Thresholds {
+		where := "on each backend"
+		if t.Pool() {
+			where = "on the pool's totals"
+		}
+		fmt.Fprintf(tw, "    %s\t%s\n", t.Expr, where)
+	}
+	tw.Flush()
+}
+
+func plural[N int | uint64](n N, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

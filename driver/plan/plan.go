@@ -1,0 +1,351 @@
+// Package plan reads, validates and compiles sortie plans (version v1).
+//
+// A plan names pools of engines, scenarios that run load from them, and the
+// thresholds a run must hold. Parse decodes the YAML strictly (unknown fields
+// are errors), fills every scenario's unset fields from defaults, checks
+// every rule, and reports every problem at once, each as file:line:col.
+// Compile turns the plan into the engine requests of each stage, once the
+// pools' backends are known.
+//
+// Rate arithmetic is exact or refused. An engine's rate is a whole number of
+// requests per second per worker, so a scenario's rate must split without
+// remainder over its backends (unless per_backend), its weighted targets and
+// its workers (concurrency), and each worker's rate times the duration must
+// be a whole count of requests. A plan that breaks this is refused with the
+// nearest values that would work; nothing is rounded.
+//
+// The schema, as written in a plan:
+//
+//	version: v1
+//	pools:           # exactly one of services or dns per pool
+//	  - {name: nodes, services: ["10.0.0.1:8443", "10.0.0.2:8443"]}
+//	  - {name: ds, dns: "engines.ns.svc.cluster.local:8443"}
+//	stats: {...}      # optional, for every scenario without its own
+//	defaults: {...}   # a scenario without name: fills unset fields
+//	scenarios:
+//	  - name: mesh                  # [A-Za-z0-9_-], unique
+//	    pool: nodes
+//	    target: http://svc/         # or targets: [{name, url, weight}]
+//	    method: GET                 # default GET
+//	    headers: ["User-Agent: sortie"]
+//	    body: "..."                 # or body_file, relative to the plan
+//	    protocol: http1             # the only one
+//	    connections: 100            # per worker; default 100
+//	    concurrency: "1"            # workers per backend, a string
+//	    max_pending_requests: 0     # per worker; default 0
+//	    timeout: 30s                # default 30s
+//	    tls: {ca_file, cert_file, key_file, server_name, insecure_skip_verify}
+//	    stats: {address: "10.96.0.7:8125", prefix: sortie, backend: name|address, flush_interval: 5s}
+//	    executor:
+//	      type: constant-rate       # or ramping-rate (ramp_time), staircase (stages)
+//	      rate: 60
+//	      duration: 15m
+//	      per_backend: false        # rate is per backend instead of the pool's
+//	      open_loop: false
+//	    thresholds: ["counter:benchmark.http_5xx == 0"]
+//	thresholds: [...] # added to every scenario's
+//
+// Durations are strings with a unit (30s, 15m, 8h30m); a bare number where a
+// duration belongs is an error. Within defaults, target/targets and
+// body/body_file each fill as one unit; executor fills field by field (only
+// the fields its type uses); tls and stats fill whole.
+package plan
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/sortie-soak/sortie/driver/threshold"
+)
+
+// Version is the only plan schema version this package reads.
+const Version = "v1"
+
+// Executor types.
+const (
+	ConstantRate = "constant-rate"
+	RampingRate  = "ramping-rate"
+	Staircase    = "staircase"
+)
+
+// Stats backend naming modes.
+const (
+	// StatsBackendName names the backend in metrics by the engine's
+	// --backend-name (a node name).
+	StatsBackendName = "name"
+	// StatsBackendAddress names it by its address, reduced to [a-z0-9_].
+	StatsBackendAddress = "address"
+)
+
+// Defaults of a scenario's unset fields.
+const (
+	DefaultMethod      = "GET"
+	DefaultProtocol    = "http1"
+	DefaultConnections = 100
+	DefaultConcurrency = 1
+	DefaultTimeout     = 30 * time.Second
+	DefaultStatsPrefix = "sortie"
+)
+
+// MaxBody is the largest request body a plan may carry: an engine takes an
+// execution as one gRPC message of at most 4 MiB, TLS files and all.
+const MaxBody = 3 << 20
+
+// Plan is a validated plan with defaults applied.
+type Plan struct {
+	// File is the name the plan was parsed from, for messages.
+	File string
+	// Pools in file order.
+	Pools []Pool
+	// Scenarios in file order, each with its defaults applied and the
+	// plan-level thresholds appended to its own.
+	Scenarios []Scenario
+}
+
+// Pool is a set of engines.
+type Pool struct {
+	Name string
+	// Services are engine addresses (host:port), used as written.
+	Services []string
+	// DNS is host:port: the run resolves host once, at its start, and drives
+	// every address at port.
+	DNS string
+}
+
+// Scenario is one unit of load: one execution per target (and per stage of
+// a staircase), started together on every backend of its pool.
+type Scenario struct {
+	Name string
+	Pool string
+	// Targets holds one entry per execution. A scenario written with a
+	// single target has one entry with an empty Name and weight 1.
+	Targets []Target
+	Method  string
+	Headers []Header
+	Body    []byte
+	// BodyFile is the body's file as written in the plan; empty for an
+	// inline body.
+	BodyFile string
+	// Protocol is always http1.
+	Protocol string
+	// Connections caps each worker's connections.
+	Connections uint32
+	// Concurrency is the number of workers per backend and target, each
+	// with its own pacer and connection pool.
+	Concurrency uint32
+	// MaxPendingRequests is each worker's queue of requests waiting for a
+	// connection.
+	MaxPendingRequests uint32
+	Timeout            time.Duration
+	// TLS is nil when the plan sets none.
+	TLS *TLS
+	// Stats is nil when the plan sets none.
+	Stats    *Stats
+	Executor Executor
+	// Thresholds are the scenario's own (or the defaults') followed by the
+	// plan's.
+	Thresholds []threshold.Threshold
+
+	pos scenarioPos
+}
+
+// scenarioPos keeps where the values the compiler checks again were written,
+// so that a split that fails once the pool is resolved is still reported at
+// its place.
+type scenarioPos struct {
+	at       loc
+	rate     loc
+	duration loc
+	ramp     loc
+	stages   []stagePos
+}
+
+type stagePos struct{ rate, duration loc }
+
+// Target is one target of a scenario.
+type Target struct {
+	// Name is [a-z0-9-]; empty for a scenario's single target.
+	Name   string
+	URL    string
+	Weight uint32
+}
+
+// Header is one request header.
+type Header struct {
+	Name, Value string
+}
+
+// TLS is a scenario's TLS settings, with the files already read.
+type TLS struct {
+	// The files as written in the plan (relative to it).
+	CAFile, CertFile, KeyFile string
+	// Their PEM contents.
+	CAPEM, CertPEM, KeyPEM []byte
+	ServerName             string
+	InsecureSkipVerify     bool
+}
+
+// Stats asks engines to send statsd deltas.
+type Stats struct {
+	// Address is an IP literal and port.
+	Address string
+	Prefix  string
+	// Backend is StatsBackendName or StatsBackendAddress.
+	Backend string
+	// FlushInterval is 0 for the engine's default.
+	FlushInterval time.Duration
+}
+
+// Executor shapes a scenario's rate over time.
+type Executor struct {
+	// Type is ConstantRate, RampingRate or Staircase.
+	Type string
+	// Rate is requests per second: the pool's total, or each backend's when
+	// PerBackend. Zero for a staircase.
+	Rate uint32
+	// Duration is the whole run, ramp included. Zero for a staircase.
+	Duration time.Duration
+	// RampTime is the linear ramp from 0 to Rate (ramping-rate only).
+	RampTime time.Duration
+	// Stages of a staircase, run one after another.
+	Stages     []ExecutorStage
+	PerBackend bool
+	OpenLoop   bool
+}
+
+// ExecutorStage is one step of a staircase.
+type ExecutorStage struct {
+	Rate     uint32
+	Duration time.Duration
+}
+
+// Pool returns the pool of that name; the zero Pool if there is none.
+func (p *Plan) Pool(name string) Pool {
+	for _, pl := range p.Pools {
+		if pl.Name == name {
+			return pl
+		}
+	}
+	return Pool{}
+}
+
+// Placeholders gives each pool the backends validate and compile use when
+// nothing is resolved: a services pool its services, a dns pool the one
+// placeholder backend host:port as written.
+func (p *Plan) Placeholders() map[string][]string {
+	out := make(map[string][]string, len(p.Pools))
+	for _, pl := range p.Pools {
+		if pl.DNS != "" {
+			out[pl.Name] = []string{pl.DNS}
+		} else {
+			out[pl.Name] = append([]string(nil), pl.Services...)
+		}
+	}
+	return out
+}
+
+// Load reads and parses the plan file at path.
+func Load(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse decodes, defaults and validates a plan. filename names the plan in
+// errors, and body_file and TLS files are read relative to its directory.
+// Every problem is reported, each an *Error with its position, joined with
+// errors.Join in the order of the file.
+func Parse(filename string, data []byte) (*Plan, error) {
+	errs := &errList{file: filename}
+	root, err := decodeYAML(data)
+	if err != nil {
+		errs.addMsg(yamlErrorLoc(err), yamlErrorMsg(err))
+		return nil, errs.err()
+	}
+	d := &decoder{errs: errs}
+	raw := d.plan(root)
+	b := &builder{errs: errs, dir: filepath.Dir(filename)}
+	p := b.build(raw)
+	p.File = filename
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// decodeYAML parses exactly one YAML document. yaml.v3 is third-party code
+// fed outside input: a panic in it becomes an error rather than a crash.
+func decodeYAML(data []byte) (root *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = nil, fmt.Errorf("yaml: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errEmpty
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, &secondDocError{line: extra.Line}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		return doc.Content[0], nil
+	}
+	return nil, errEmpty
+}
+
+var errEmpty = errors.New("the plan is empty")
+
+type secondDocError struct{ line int }
+
+func (e *secondDocError) Error() string {
+	return "a plan file holds one YAML document; a second one starts here"
+}
+
+// yamlLineRE finds the line yaml.v3 puts in its syntax errors.
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// yamlErrorLoc is where a YAML syntax error is: its line when yaml.v3 says
+// (it gives no column), else the start of the file.
+func yamlErrorLoc(err error) loc {
+	var sd *secondDocError
+	if errors.As(err, &sd) {
+		return loc{line: sd.line, col: 1}
+	}
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
+			return loc{line: n, col: 1}
+		}
+	}
+	return loc{line: 1, col: 1}
+}
+
+// yamlErrorMsg is the error without yaml.v3's "yaml: line N:" prefix, which
+// the position already says.
+func yamlErrorMsg(err error) string {
+	if errors.Is(err, errEmpty) {
+		return err.Error()
+	}
+	msg := yamlLineRE.ReplaceAllString(err.Error(), "")
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	return "invalid YAML: " + msg
+}

@@ -1,0 +1,316 @@
+package plan
+
+// Rate arithmetic. An engine worker sends a whole number of requests per
+// second, so a scenario's rate R must split exactly: over the backends when
+// it is the pool's rate (B of them), over the targets by weight, and over the
+// workers (W, the concurrency). Target t's worker rate is
+//
+//	R × w_t / (ΣW × B × W)
+//
+// which is whole for every target exactly when R is a multiple of
+// (Σw / gcd(w)) × B × W: the weights divided by their common factor have no
+// common factor left, so no smaller step works. A worker at rate r for a
+// duration D sends r × D requests, whole when D is a multiple of
+// 1 s / gcd(r, 1e9 ns); a ramp over T sends r × T / 2. Everything is computed
+// in big integers: plans are outside input.
+
+import (
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+)
+
+// splitErr is a refused split, at the value to change.
+type splitErr struct {
+	at  loc
+	msg string
+}
+
+// unit is the planned load of one target in one stage.
+type unit struct {
+	// workerRate is each worker's rate, the engine request's rate.
+	workerRate uint32
+	// rate is the report's rate: per backend when per_backend, else the
+	// pool's.
+	rate float64
+	// planned is the requests each backend sends.
+	planned uint64
+}
+
+// split computes every stage's units (stage by target) over n backends, or
+// the errors that refuse it. n counts only when the rate is the pool's.
+func (s *Scenario) split(n int) ([][]unit, []splitErr) {
+	type stageSpec struct {
+		rate           uint32
+		duration, ramp time.Duration
+		rateAt, durAt  loc
+	}
+	var specs []stageSpec
+	switch s.Executor.Type {
+	case Staircase:
+		for i, st := range s.Executor.Stages {
+			var p stagePos
+			if i < len(s.pos.stages) {
+				p = s.pos.stages[i]
+			}
+			specs = append(specs, stageSpec{rate: st.Rate, duration: st.Duration, rateAt: p.rate, durAt: p.duration})
+		}
+	default:
+		specs = append(specs, stageSpec{rate: s.Executor.Rate, duration: s.Executor.Duration, ramp: s.Executor.RampTime, rateAt: s.pos.rate, durAt: s.pos.duration})
+	}
+	backends := uint64(n)
+	if s.Executor.PerBackend || backends == 0 {
+		backends = 1
+	}
+	var out [][]unit
+	var errs []splitErr
+	for _, sp := range specs {
+		rates, msg := splitRate(uint64(sp.rate), s.Targets, backends, uint64(s.Concurrency), s.Executor.PerBackend)
+		if msg != "" {
+			errs = append(errs, splitErr{at: sp.rateAt, msg: msg})
+			continue
+		}
+		counts, cerrs := s.counts(rates, sp.duration, sp.ramp, sp.durAt)
+		if len(cerrs) > 0 {
+			errs = append(errs, cerrs...)
+			continue
+		}
+		units := make([]unit, len(rates))
+		for i, r := range rates {
+			planned := new(big.Int).Mul(big.NewInt(int64(s.Concurrency)), new(big.Int).SetUint64(counts[i]))
+			if !planned.IsUint64() {
+				errs = append(errs, splitErr{at: sp.durAt, msg: "the plan asks more requests than can be counted"})
+				continue
+			}
+			units[i] = unit{
+				workerRate: uint32(r),
+				rate:       float64(r) * float64(s.Concurrency) * float64(backends),
+				planned:    planned.Uint64(),
+			}
+		}
+		out = append(out, units)
+	}
+	return out, errs
+}
+
+// splitRate returns each target's worker rate, or why rate does not split
+// and the nearest rates that do.
+func splitRate(rate uint64, targets []Target, backends, workers uint64, perBackend bool) ([]uint64, string) {
+	weights := make([]*big.Int, len(targets))
+	sum, g := new(big.Int), new(big.Int)
+	for i, t := range targets {
+		weights[i] = big.NewInt(int64(t.Weight))
+		sum.Add(sum, weights[i])
+		g.GCD(nil, nil, g, weights[i])
+	}
+	if g.Sign() == 0 {
+		return nil, "the weights add up to nothing"
+	}
+	b, w := new(big.Int).SetUint64(backends), new(big.Int).SetUint64(workers)
+	step := new(big.Int).Quo(sum, g)
+	step.Mul(step, b).Mul(step, w)
+	r := new(big.Int).SetUint64(rate)
+	if new(big.Int).Rem(r, step).Sign() == 0 {
+		out := make([]uint64, len(targets))
+		den := new(big.Int).Mul(sum, b)
+		den.Mul(den, w)
+		for i := range targets {
+			q := new(big.Int).Mul(r, weights[i])
+			out[i] = q.Quo(q, den).Uint64()
+		}
+		return out, ""
+	}
+
+	var why string
+	perBackendNote := ""
+	if backends > 1 {
+		perBackendNote = " (" + ratString(r, b) + " per backend)"
+	}
+	shares := func(total *big.Int, div *big.Int) string {
+		parts := make([]string, len(targets))
+		for i := range targets {
+			num := new(big.Int).Mul(total, weights[i])
+			parts[i] = ratString(num, new(big.Int).Mul(sum, div))
+		}
+		return group(parts)
+	}
+	sharesWhole := true
+	for i := range targets {
+		num := new(big.Int).Mul(r, weights[i])
+		if new(big.Int).Rem(num, new(big.Int).Mul(sum, b)).Sign() != 0 {
+			sharesWhole = false
+		}
+	}
+	switch {
+	case backends > 1 && new(big.Int).Rem(r, b).Sign() != 0:
+		why = fmt.Sprintf("rate %d over %d backends is %s per backend, not a whole number", rate, backends, ratString(r, b))
+	case len(targets) > 1 && !sharesWhole:
+		ws := make([]string, len(targets))
+		for i, t := range targets {
+			ws[i] = fmt.Sprint(t.Weight)
+		}
+		why = fmt.Sprintf("rate %d%s over weights %s gives shares %s, not whole numbers", rate, perBackendNote, strings.Join(ws, ":"), shares(r, b))
+	case len(targets) == 1:
+		why = fmt.Sprintf("rate %d%s over concurrency %d is %s per worker, not a whole number", rate, perBackendNote, workers, ratString(r, new(big.Int).Mul(b, w)))
+	default:
+		why = fmt.Sprintf("rate %d%s gives shares %s, which over concurrency %d are %s per worker, not whole numbers", rate, perBackendNote, shares(r, b), workers, shares(r, new(big.Int).Mul(b, w)))
+	}
+
+	describe := func(x *big.Int) string {
+		var parts []string
+		if backends > 1 {
+			parts = append(parts, ratString(x, b)+" per backend")
+		}
+		if len(targets) > 1 {
+			parts = append(parts, shares(x, b))
+		}
+		if workers > 1 {
+			parts = append(parts, shares(x, new(big.Int).Mul(b, w))+" per worker")
+		}
+		if len(parts) == 0 {
+			return ""
+		}
+		return " (" + strings.Join(parts, ", ") + ")"
+	}
+	lo := new(big.Int).Quo(r, step)
+	lo.Mul(lo, step)
+	hi := new(big.Int).Add(lo, step)
+	if lo.Sign() == 0 {
+		return nil, fmt.Sprintf("%s; the smallest whole split is rate %s%s", why, hi, describe(hi))
+	}
+	return nil, fmt.Sprintf("%s; nearest whole splits: rate %s%s or rate %s%s", why, lo, describe(lo), hi, describe(hi))
+}
+
+// counts returns the requests each worker of each target sends over
+// duration (ramp included), or why one is not a whole count.
+func (s *Scenario) counts(rates []uint64, duration, ramp time.Duration, durAt loc) ([]uint64, []splitErr) {
+	second := big.NewInt(int64(time.Second))
+	hold := duration - ramp
+	// The duration (after the ramp) must be a multiple of every target's
+	// step; the ramp, of every target's step for r×T/2.
+	holdStep, rampStep := big.NewInt(1), big.NewInt(1)
+	for _, r := range rates {
+		rb := new(big.Int).SetUint64(r)
+		holdStep = lcm(holdStep, new(big.Int).Quo(second, new(big.Int).GCD(nil, nil, rb, second)))
+		two := new(big.Int).Mul(second, big.NewInt(2))
+		rampStep = lcm(rampStep, new(big.Int).Quo(two, new(big.Int).GCD(nil, nil, rb, two)))
+	}
+	var errs []splitErr
+	example := func(check func(r uint64) bool) (uint64, string) {
+		for i, r := range rates {
+			if !check(r) {
+				if s.Targets[i].Name != "" {
+					return r, " (target " + s.Targets[i].Name + ")"
+				}
+				return r, ""
+			}
+		}
+		return rates[0], ""
+	}
+	if ramp > 0 && new(big.Int).Rem(big.NewInt(int64(ramp)), rampStep).Sign() != 0 {
+		r, which := example(func(r uint64) bool {
+			return new(big.Int).Rem(new(big.Int).Mul(new(big.Int).SetUint64(r), big.NewInt(int64(ramp))), big.NewInt(2*int64(time.Second))).Sign() == 0
+		})
+		lo, hi := nearest(ramp, rampStep)
+		errs = append(errs, splitErr{at: s.pos.ramp, msg: fmt.Sprintf(
+			"ramp_time %v to %d/s per worker%s plans %s requests during the ramp (rate × ramp_time / 2), not a whole count; %s",
+			ramp, r, which, durCount(r, ramp, 2), nearestText("ramp_time", lo, hi, 0))})
+	}
+	if new(big.Int).Rem(big.NewInt(int64(hold)), holdStep).Sign() != 0 {
+		r, which := example(func(r uint64) bool {
+			return new(big.Int).Rem(new(big.Int).Mul(new(big.Int).SetUint64(r), big.NewInt(int64(hold))), second).Sign() == 0
+		})
+		lo, hi := nearest(hold, holdStep)
+		what := fmt.Sprintf("duration %v", duration)
+		if ramp > 0 {
+			what = fmt.Sprintf("the %v after the ramp (duration %v less ramp_time %v)", hold, duration, ramp)
+		}
+		errs = append(errs, splitErr{at: durAt, msg: fmt.Sprintf(
+			"%s at %d/s per worker%s plans %s requests, not a whole count; %s",
+			what, r, which, durCount(r, hold, 1), nearestText("duration", lo, hi, ramp))})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	out := make([]uint64, len(rates))
+	for i, r := range rates {
+		rb := new(big.Int).SetUint64(r)
+		n := new(big.Int).Mul(rb, big.NewInt(int64(hold)))
+		n.Quo(n, second)
+		m := new(big.Int).Mul(rb, big.NewInt(int64(ramp)))
+		m.Quo(m, new(big.Int).Mul(second, big.NewInt(2)))
+		n.Add(n, m)
+		if !n.IsUint64() {
+			return nil, []splitErr{{at: durAt, msg: "the plan asks more requests than can be counted"}}
+		}
+		out[i] = n.Uint64()
+	}
+	return out, nil
+}
+
+// nearest returns the multiples of step around d; lo is 0 when none is
+// below.
+func nearest(d time.Duration, step *big.Int) (lo, hi time.Duration) {
+	s := step.Int64()
+	lo = d / time.Duration(s) * time.Duration(s)
+	return lo, lo + time.Duration(s)
+}
+
+// nearestText names the nearest durations, offset by ramp for a duration
+// that includes one.
+func nearestText(what string, lo, hi, ramp time.Duration) string {
+	if lo <= 0 {
+		return fmt.Sprintf("the shortest %s that works is %v", what, hi+ramp)
+	}
+	return fmt.Sprintf("nearest %s that works: %v or %v", what, lo+ramp, hi+ramp)
+}
+
+// durCount formats r × d / div requests, in decimal.
+func durCount(r uint64, d time.Duration, div int64) string {
+	num := new(big.Int).Mul(new(big.Int).SetUint64(r), big.NewInt(int64(d)))
+	return ratString(num, big.NewInt(div*int64(time.Second)))
+}
+
+func lcm(a, b *big.Int) *big.Int {
+	g := new(big.Int).GCD(nil, nil, a, b)
+	out := new(big.Int).Mul(a, b)
+	return out.Quo(out, g)
+}
+
+// ratString formats num/den in decimal: exact when it terminates within six
+// places, else six places and an ellipsis.
+func ratString(num, den *big.Int) string {
+	q := new(big.Rat).SetFrac(num, den)
+	if q.IsInt() {
+		return q.Num().String()
+	}
+	s := q.FloatString(6)
+	exact, _ := new(big.Rat).SetString(s)
+	s = strings.TrimRight(s, "0")
+	if exact == nil || exact.Cmp(q) != 0 {
+		return s + "…"
+	}
+	return s
+}
+
+// group writes a list of shares compactly, runs of equal values as value×n:
+// 9×6+3×2.
+func group(parts []string) string {
+	var b strings.Builder
+	for i := 0; i < len(parts); {
+		j := i
+		for j < len(parts) && parts[j] == parts[i] {
+			j++
+		}
+		if i > 0 {
+			b.WriteString("+")
+		}
+		b.WriteString(parts[i])
+		if j-i > 1 {
+			fmt.Fprintf(&b, "×%d", j-i)
+		}
+		i = j
+	}
+	return b.String()
+}
