@@ -65,6 +65,8 @@
 //	elapsed_ms    from started_at to the engine's last outcome
 //	started_at    when the engine's first request was due
 //	planned       requests the plan asked of this backend
+//	unsent        planned requests a cancel left unsent (they have no
+//	              outcome: planned = unsent + the outcome counters)
 //	cancelled     the execution was cancelled before its planned end
 //	counters      benchmark.* counters; an absent counter was zero
 //	statistics    histogram summaries by id:
@@ -180,6 +182,10 @@ type BackendResult struct {
 	StartedAt string `json:"started_at,omitempty"`
 	// Planned is how many requests the plan asked of this backend.
 	Planned uint64 `json:"planned,omitempty"`
+	// Unsent is how many planned requests were never due because the
+	// execution was cancelled first; they have no outcome, so planned =
+	// unsent + the sum of the outcome counters.
+	Unsent uint64 `json:"unsent,omitempty"`
 	// Cancelled is true when the execution was cancelled before its end.
 	Cancelled bool `json:"cancelled,omitempty"`
 	// Counters by name; a counter that is absent was zero.

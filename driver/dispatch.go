@@ -1,0 +1,510 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sortie-soak/sortie/driver/threshold"
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+)
+
+// scenarioRun is one scenario ready to run: its pool resolved, its stages
+// compiled into engine requests.
+type scenarioRun struct {
+	name     string
+	pool     string
+	dns      string
+	backends []string
+	stages   []*stageRun
+}
+
+// stageRun is a set of executions started together on every backend.
+type stageRun struct {
+	name  string
+	execs []*execRun
+}
+
+// execRun is one execution: one target of one stage.
+type execRun struct {
+	label      string
+	rate       float64
+	perBackend bool
+	duration   time.Duration
+	ramp       time.Duration
+	timeout    time.Duration
+	thresholds []threshold.Threshold
+	// requests per backend address, execution_id and start_time unset.
+	requests map[string]*enginev1.ExecuteRequest
+	// planned requests per backend address.
+	planned map[string]uint64
+}
+
+// callState is where one execution on one backend stands.
+type callState int
+
+const (
+	pending  callState = iota
+	answered           // a Result arrived
+	lost               // the stream broke or ended without a Result
+	refused            // the engine refused the start at its cap
+	rejected           // the engine refused the request as invalid
+	silent             // no answer by the end of the waits; given up on
+)
+
+// cancelReason says why the driver cancelled an execution on a backend.
+type cancelReason int
+
+const (
+	notCancelled cancelReason = iota
+	cancelDeadline
+	cancelRefusal
+	cancelInterrupt
+)
+
+// call is one execution on one backend. The fields below the line are
+// owned by the stage's coordinator loop; the call's goroutine only sends
+// events.
+type call struct {
+	ex      *execRun
+	backend string
+	id      string
+	client  enginev1.EngineClient
+	ctx     context.Context
+	stop    context.CancelFunc
+
+	state       callState
+	started     bool
+	backendName string
+	result      *enginev1.Result
+	err         error
+	endedAt     time.Time
+	// deadline is when the answer is due; cancelAt when the execution is
+	// cancelled if it has not answered (deadline + AnswerWindow, or at
+	// once for a refusal or an interrupt); silentAt when the backend is
+	// given up on (set when the cancel is sent).
+	deadline      time.Time
+	cancelAt      time.Time
+	silentAt      time.Time
+	cancelSent    bool
+	cancelWhy     cancelReason
+	cancelOnStart bool
+	// missedDeadline is set when the deadline passed without an answer.
+	missedDeadline bool
+}
+
+type eventKind int
+
+const (
+	evStarted eventKind = iota
+	evResult
+	evError
+)
+
+type event struct {
+	c      *call
+	kind   eventKind
+	name   string
+	result *enginev1.Result
+	err    error
+}
+
+// runner runs the scenarios of one plan.
+type runner struct {
+	opts     Options
+	log      *slog.Logger
+	lines    *lineWriter
+	progress time.Duration
+	runID    string
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+
+	// interrupted is set once the run's context is done.
+	interrupted bool
+}
+
+func (r *runner) client(addr string) (enginev1.EngineClient, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cc, ok := r.conns[addr]; ok {
+		return enginev1.NewEngineClient(cc), nil
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("engine %s: %w", addr, err)
+	}
+	if r.conns == nil {
+		r.conns = map[string]*grpc.ClientConn{}
+	}
+	r.conns[addr] = cc
+	return enginev1.NewEngineClient(cc), nil
+}
+
+func (r *runner) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, cc := range r.conns {
+		cc.Close()
+	}
+	r.conns = nil
+}
+
+// stageOutcome is what runStage hands to the verdict.
+type stageOutcome struct {
+	dispatched time.Time
+	calls      map[*execRun][]*call // in backend order
+	// refusedBy lists the calls an engine refused at its cap.
+	refusedBy []*call
+	// interrupted is set when the run was interrupted during the stage.
+	interrupted bool
+}
+
+// runStage starts every execution of the stage on every backend with one
+// shared start time, then waits for every answer, enforcing each backend's
+// deadline. It returns when every call is answered, lost, refused or given
+// up on; no goroutine of the stage outlives it except those draining a
+// stream whose context it already cancelled.
+func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *stageOutcome {
+	o := r.opts
+	dispatched := o.now()
+	startAt := dispatched.Add(o.StartLead)
+	out := &stageOutcome{dispatched: dispatched, calls: map[*execRun][]*call{}}
+
+	var calls []*call
+	for _, ex := range st.execs {
+		r.lines.running(ex, sc.backends)
+		for _, b := range sc.backends {
+			c := &call{ex: ex, backend: b, id: fmt.Sprintf("%s/%s@%s", r.runID, ex.label, b)}
+			c.deadline = startAt.Add(ex.duration + ex.timeout + o.Drain + o.Grace)
+			c.cancelAt = c.deadline.Add(o.AnswerWindow)
+			calls = append(calls, c)
+			out.calls[ex] = append(out.calls[ex], c)
+		}
+	}
+
+	// Two events at most per call (Started, then a Result or an error), so
+	// a call's goroutine never blocks on a coordinator that stopped
+	// listening.
+	events := make(chan event, 2*len(calls))
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		req, ok := c.ex.requests[c.backend]
+		client, err := r.client(c.backend)
+		if !ok {
+			err = fmt.Errorf("the plan compiled no request for backend %s", c.backend)
+		}
+		if err != nil {
+			c.state, c.err, c.endedAt = lost, err, dispatched
+			continue
+		}
+		c.client = client
+		req = proto.Clone(req).(*enginev1.ExecuteRequest)
+		req.ExecutionId = c.id
+		req.StartTime = timestamppb.New(startAt)
+		if r.progress > 0 {
+			req.ProgressInterval = durationpb.New(r.progress)
+		}
+		// The stream's context is not the run's: an interrupt cancels
+		// executions with the Cancel RPC so that their results still come
+		// back on the stream.
+		c.ctx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.execute(c, req, events)
+		}()
+	}
+
+	r.await(ctx, calls, events, out)
+
+	// Release every stream; answered ones are already done.
+	for _, c := range calls {
+		if c.stop != nil {
+			c.stop()
+		}
+	}
+	// The goroutines of calls given up on end as soon as their contexts
+	// are cancelled; waiting for them keeps a stage from overlapping the
+	// next one even in its bookkeeping.
+	wg.Wait()
+	return out
+}
+
+// execute runs one Execute stream and reports its events.
+func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- event) {
+	stream, err := c.client.Execute(c.ctx, req)
+	if err != nil {
+		events <- event{c: c, kind: evError, err: err}
+		return
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the engine ended the stream without a result")
+			}
+			events <- event{c: c, kind: evError, err: err}
+			return
+		}
+		switch e := ev.GetEvent().(type) {
+		case *enginev1.ExecuteEvent_Started:
+			events <- event{c: c, kind: evStarted, name: e.Started.GetBackendName()}
+		case *enginev1.ExecuteEvent_Progress:
+			r.lines.progress(c.ex.label, c.backend, e.Progress)
+		case *enginev1.ExecuteEvent_Result:
+			events <- event{c: c, kind: evResult, result: e.Result}
+			return
+		}
+	}
+}
+
+// await is the stage's coordinator loop: it takes events, fires the
+// deadline phases of every pending call, and reacts to a refusal and to an
+// interrupt.
+func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, out *stageOutcome) {
+	o := r.opts
+	done := ctx.Done()
+	if r.interrupted {
+		done = nil
+	}
+	pendingCount := func() int {
+		n := 0
+		for _, c := range calls {
+			if c.state == pending {
+				n++
+			}
+		}
+		return n
+	}
+
+	handle := func(ev event, now time.Time) {
+		c := ev.c
+		if c.state != pending {
+			// A call already given up on; its goroutine's last word.
+			return
+		}
+		switch ev.kind {
+		case evStarted:
+			c.started = true
+			if ev.name != "" {
+				c.backendName = ev.name
+			}
+			if c.cancelOnStart {
+				r.sendCancel(c)
+			}
+		case evResult:
+			c.state, c.result, c.endedAt = answered, ev.result, now
+			if n := ev.result.GetBackendName(); n != "" {
+				c.backendName = n
+			}
+		case evError:
+			c.endedAt = now
+			if status.Code(ev.err) == codes.ResourceExhausted && !c.started {
+				c.state, c.err = refused, ev.err
+				out.refusedBy = append(out.refusedBy, c)
+				r.cancelAll(calls, cancelRefusal, now, o.CancelWait)
+				return
+			}
+			c.state, c.err = lost, ev.err
+			if !c.started && rejection(ev.err) {
+				c.state = rejected
+			}
+		}
+	}
+
+	drain := func() {
+		for {
+			select {
+			case ev := <-events:
+				handle(ev, o.now())
+			default:
+				return
+			}
+		}
+	}
+
+	var lastWake time.Time
+	var asked time.Duration
+	for pendingCount() > 0 {
+		if o.Pause != nil {
+			o.Pause()
+		}
+		// Answers that are already waiting are taken before any deadline
+		// is looked at: after the driver itself was stopped, its timers
+		// fire at once on resume, but the answers that arrived meanwhile
+		// are just as ready.
+		drain()
+		if pendingCount() == 0 {
+			break
+		}
+		now := o.now()
+		if !lastWake.IsZero() {
+			// Waking much later than asked means this process did not run
+			// (SIGSTOP, a paused VM, a starved node). The time lost is not
+			// the engines' fault: every pending phase moves by it, plus a
+			// slack for the streams to deliver what is waiting.
+			if late := now.Sub(lastWake) - asked; late > o.ClockSlack {
+				r.log.Warn("the driver did not run for a while; deadlines moved", "late", late.Round(time.Millisecond))
+				shift := late + o.ClockSlack
+				for _, c := range calls {
+					if c.state != pending {
+						continue
+					}
+					if !c.missedDeadline {
+						c.deadline = c.deadline.Add(shift)
+					}
+					c.cancelAt = c.cancelAt.Add(shift)
+					if c.cancelSent {
+						c.silentAt = c.silentAt.Add(shift)
+					}
+				}
+			}
+		}
+		for _, c := range calls {
+			if c.state != pending {
+				continue
+			}
+			if !now.Before(c.deadline) {
+				c.missedDeadline = true
+			}
+			switch {
+			case !c.cancelSent && !now.Before(c.cancelAt):
+				c.cancelWhy = cancelDeadline
+				c.silentAt = now.Add(o.CancelWait)
+				r.sendCancel(c)
+			case c.cancelSent && !now.Before(c.silentAt):
+				c.state, c.endedAt = silent, now
+				c.stop()
+			}
+		}
+		if pendingCount() == 0 {
+			break
+		}
+		next := time.Time{}
+		for _, c := range calls {
+			if c.state != pending {
+				continue
+			}
+			t := c.cancelAt
+			if c.cancelSent {
+				t = c.silentAt
+			} else if !c.missedDeadline && c.deadline.Before(t) {
+				t = c.deadline
+			}
+			if next.IsZero() || t.Before(next) {
+				next = t
+			}
+		}
+		asked = max(next.Sub(now), 0)
+		lastWake = now
+		timer := time.NewTimer(asked)
+		select {
+		case ev := <-events:
+			// An event is an early wake; a wake later than asked, whatever
+			// woke it, is caught at the top of the loop.
+			handle(ev, o.now())
+		case <-timer.C:
+		case <-done:
+			done = nil
+			r.interrupted = true
+			out.interrupted = true
+			r.cancelAll(calls, cancelInterrupt, o.now(), o.InterruptWait)
+		}
+		timer.Stop()
+	}
+	if r.interrupted {
+		out.interrupted = true
+	}
+}
+
+// cancelAll cancels every pending call of the stage (a refusal stops the
+// whole stage, an interrupt the whole run) and gives each wait to answer.
+func (r *runner) cancelAll(calls []*call, why cancelReason, now time.Time, wait time.Duration) {
+	for _, c := range calls {
+		if c.state != pending {
+			continue
+		}
+		if c.cancelSent {
+			// Already cancelled for its deadline: keep the earlier of the
+			// two limits.
+			if t := now.Add(wait); t.Before(c.silentAt) {
+				c.silentAt = t
+			}
+			continue
+		}
+		c.cancelWhy = why
+		c.silentAt = now.Add(wait)
+		if c.started {
+			r.sendCancel(c)
+		} else {
+			// Not acknowledged yet: cancel as soon as it is, and count
+			// the wait from now.
+			c.cancelOnStart = true
+			c.cancelSent = true
+		}
+	}
+}
+
+// sendCancel asks the engine to cancel the call's execution. The Cancel
+// RPC runs on its own goroutine: a frozen engine never answers it, and the
+// coordinator must keep its own time.
+func (r *runner) sendCancel(c *call) {
+	c.cancelSent = true
+	c.cancelOnStart = false
+	if c.client == nil {
+		return
+	}
+	client, id, wait := c.client, c.id, r.opts.CancelWait
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		resp, err := client.Cancel(ctx, &enginev1.CancelRequest{ExecutionId: id})
+		if err != nil {
+			r.log.Warn("cancel failed", "backend", c.backend, "execution", id, "err", err)
+			return
+		}
+		if !resp.GetFound() {
+			r.log.Debug("cancel: execution not running", "backend", c.backend, "execution", id)
+		}
+	}()
+}
+
+// engineCap asks a refusing engine for its cap of concurrent executions; 0
+// if it does not say.
+func (r *runner) engineCap(c *call) uint32 {
+	if c.client == nil {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.InfoTimeout)
+	defer cancel()
+	info, err := c.client.Info(ctx, &enginev1.InfoRequest{})
+	if err != nil {
+		r.log.Warn("info failed", "backend", c.backend, "err", err)
+		return 0
+	}
+	return info.GetMaxConcurrentExecutions()
+}
+
+// rejection reports whether an error before Started is the engine saying
+// no to the request itself, rather than a transport failing.
+func rejection(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists,
+		codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.OutOfRange:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,377 @@
+// Package driver is sortie's driver: `sortie run | validate | compile`. It
+// reads a v1 plan, resolves each pool of engines once, starts every
+// execution of a stage on every backend of the pool with one shared start
+// time, enforces a deadline per backend, judges thresholds, and writes the
+// verdict as a JSON report (atomically) and a results stream (appended and
+// synced line by line). The report schema is documented in package
+// driver/report.
+//
+// A run survives its engines: a backend whose stream breaks is named lost,
+// one that stays silent past its deadline is cancelled and then named
+// silent, one that refuses a start at its execution cap stops its stage;
+// the other backends are reported whole. A driver that was itself stopped
+// (SIGSTOP) past a deadline takes the answers waiting for it on resume
+// instead of blaming the engines.
+package driver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sortie-soak/sortie/driver/plan"
+	"github.com/sortie-soak/sortie/driver/report"
+	"github.com/sortie-soak/sortie/internal/cli"
+)
+
+const usageTop = `Usage: sortie <command> [flags] PLAN
+
+Commands:
+  run PLAN       run the plan against its pools of engines
+  validate PLAN  check the plan and print what it would run
+  compile PLAN   print the engine requests of every backend (JSON)
+
+Run "sortie <command> --help" for the command's flags.
+
+Exit codes: 0 every execution passed; 1 a threshold failed, an execution
+errored or was not run, or the run was interrupted (SIGINT, SIGTERM);
+2 unusable input: the plan, the flags, or a dns pool that never resolved
+(always before any load).
+`
+
+const usageRun = `Usage: sortie run PLAN [-o report.json] [--json] [--results-stream FILE] [--progress DUR]
+
+Runs the plan's scenarios in file order, never overlapping; a scenario's
+stages in order; every execution of a stage on every backend of its pool
+together, with one start time. A dns pool is resolved once, at the start
+(A and AAAA, sorted, de-duplicated), retried every second for up to 30s
+while its answer is empty.
+
+Each backend has a deadline of duration + timeout + drain (5s) + the
+deadline grace after the stage's start time. An answer that arrives within
+the answer window after it is taken; then the execution is cancelled on
+that backend and given the cancel wait to answer, after which the backend
+is named silent. A backend whose stream breaks is named lost. A start
+refused at an engine's execution cap cancels the whole stage and the
+scenario's later stages are not run. SIGINT or SIGTERM cancels every
+running execution, keeps what comes back, writes the report, and exits 1.
+
+Flags:
+%s
+stderr lines (stdout carries only the summary or the JSON report):
+  running <label> (<rate> rps per backend for <dur>[, ramp <dur>]) on <b1>, <b2>
+      an execution was dispatched ("over the pool" when the rate is the pool's)
+  progress <label> <backend> <elapsed> 2xx=N [<class>=N ...] [mean=<d> max=<d>]
+      every --progress, per execution and backend; non-zero outcome classes
+      (1xx 3xx 4xx 5xx stream_resets pool_connection_failure
+      pool_failure_timeout pool_overflow inflight_lost)
+  PASS <label> (scenario <s>, <elapsed>)
+  FAIL <label> (scenario <s>, <elapsed>): <reason>[; <reason> ...]
+  SKIP <label> (scenario <s>): not run: <why>
+      one line per finished execution, in the order they finish
+  PASS|FAIL  N/M executions passed[, K not run]
+      last, on stdout (and stderr with --json): M counts the executions
+      started, K those never started
+
+Exit codes: 0 every execution passed; 1 a threshold failed, a backend
+failed (lost, silent, stalled, refused), an execution was not run, or the
+run was interrupted; 2 the plan or the flags are unusable, or a dns pool
+never resolved (before any load).
+`
+
+const usagePlanOnly = `Usage: sortie %s PLAN
+
+%s
+
+A dns pool is not resolved: its host:port stands in as the only backend.
+
+Exit codes: 0 the plan is valid; 2 it is not (every problem is printed with
+its file:line:col).
+`
+
+// Run is the sortie command: run, validate or compile a plan.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return RunOptions(ctx, DefaultOptions(), args, stdout, stderr)
+}
+
+// RunOptions is Run with options other than the defaults; the flags of the
+// run command override the fields they name.
+func RunOptions(ctx context.Context, o Options, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		io.WriteString(stderr, usageTop)
+		return cli.Usage(errors.New("no command"))
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(ctx, o, args[1:], stdout, stderr)
+	case "validate":
+		return planCommand("validate", args[1:], stdout, stderr, func(c *plan.Compiled) error {
+			c.Describe(stdout)
+			return nil
+		})
+	case "compile":
+		return planCommand("compile", args[1:], stdout, stderr, func(c *plan.Compiled) error {
+			return c.WriteRequests(stdout)
+		})
+	case "-h", "-help", "--help", "help":
+		io.WriteString(stderr, usageTop)
+		return nil
+	}
+	io.WriteString(stderr, usageTop)
+	return cli.Usage(fmt.Errorf("unknown command %q", args[0]))
+}
+
+// runFlags are the run command's flags.
+type runFlags struct {
+	output   string
+	json     bool
+	stream   string
+	progress time.Duration
+	plan     string
+}
+
+func newRunFlagSet(o *Options, f *runFlags, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sortie run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.output, "o", "", "write the JSON report to `FILE`, atomically")
+	fs.StringVar(&f.output, "output", "", "same as -o")
+	fs.BoolVar(&f.json, "json", false, "print the JSON report on stdout instead of the text summary")
+	fs.StringVar(&f.stream, "results-stream", "", "append each finished execution to `FILE` as one JSON line, synced")
+	fs.DurationVar(&f.progress, "progress", 30*time.Second, "print a progress line per execution and backend every `DUR` (0: never)")
+	fs.DurationVar(&o.Grace, "deadline-grace", o.Grace, "slack on top of duration + timeout + drain before a backend's deadline")
+	fs.DurationVar(&o.AnswerWindow, "answer-window", o.AnswerWindow, "how long after its deadline a backend's answer is still awaited before the execution is cancelled on it")
+	fs.DurationVar(&o.CancelWait, "cancel-wait", o.CancelWait, "how long a cancelled execution may take to answer before its backend is named silent")
+	fs.Usage = func() {
+		var b strings.Builder
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, usageRun, b.String())
+	}
+	return fs
+}
+
+// parseInterspersed parses flags that may come before or after the one
+// positional argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io.Writer) error {
+	var f runFlags
+	fs := newRunFlagSet(&o, &f, stderr)
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return cli.Usage(err)
+	}
+	var problems []error
+	switch len(pos) {
+	case 0:
+		problems = append(problems, errors.New("run needs a PLAN"))
+	case 1:
+		f.plan = pos[0]
+	default:
+		problems = append(problems, fmt.Errorf("run takes one PLAN, not %d arguments (%s)", len(pos), strings.Join(pos, " ")))
+	}
+	if f.progress < 0 {
+		problems = append(problems, fmt.Errorf("--progress must not be negative, not %v", f.progress))
+	}
+	if err := o.Validate(); err != nil {
+		problems = append(problems, err)
+	}
+	if len(problems) > 0 {
+		return cli.Usage(errors.Join(problems...))
+	}
+
+	p, err := plan.Load(f.plan)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	// Every rule that does not need the pools' addresses is checked
+	// before a dns pool is waited for.
+	if _, err := p.Compile(p.Placeholders()); err != nil {
+		return cli.Usage(err)
+	}
+	backends, err := resolvePools(ctx, o, p)
+	if err != nil {
+		if ctx.Err() != nil {
+			return cli.Fail(fmt.Errorf("interrupted before any load: %w", err))
+		}
+		return cli.Usage(err)
+	}
+	compiled, err := p.Compile(backends)
+	if err != nil {
+		return cli.Usage(err)
+	}
+
+	var stream *report.StreamWriter
+	if f.stream != "" {
+		if stream, err = report.OpenStream(f.stream); err != nil {
+			return cli.Usage(err)
+		}
+		defer stream.Close()
+	}
+
+	r := &runner{
+		opts:     o,
+		log:      o.logger(stderr),
+		lines:    &lineWriter{w: stderr},
+		progress: f.progress,
+		runID:    newRunID(),
+	}
+	defer r.close()
+	rep, runErr := r.run(ctx, fromCompiled(compiled), stream)
+
+	var errs []error
+	if runErr != nil {
+		errs = append(errs, runErr)
+	}
+	if f.output != "" {
+		if err := report.WriteFile(f.output, rep); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if f.json {
+		b, err := report.Marshal(rep)
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			stdout.Write(b)
+		}
+		r.lines.printf("%s", finalLine(rep))
+	} else {
+		writeSummary(stdout, rep)
+		r.lines.printf("%s", finalLine(rep))
+	}
+	switch {
+	case len(errs) > 0:
+		return cli.Fail(errors.Join(errs...))
+	case rep.Cancelled:
+		return cli.Fail(errors.New("the run was interrupted; what came back is in the report"))
+	case !rep.Pass:
+		return cli.Silent(cli.ExitFail)
+	}
+	return nil
+}
+
+// run runs every scenario and returns the report. Its error is only for a
+// results stream that could not be written; the run goes on regardless.
+func (r *runner) run(ctx context.Context, scenarios []*scenarioRun, stream *report.StreamWriter) (*report.Report, error) {
+	rep := &report.Report{Executions: []report.Execution{}}
+	var streamErr error
+	finish := func(e report.Execution) {
+		rep.Executions = append(rep.Executions, e)
+		r.lines.finished(e)
+		if stream != nil {
+			if err := stream.Append(e); err != nil && streamErr == nil {
+				streamErr = err
+				r.log.Error("results stream", "err", err)
+			}
+		}
+	}
+	for _, sc := range scenarios {
+		skip := ""
+		for _, st := range sc.stages {
+			if ctx.Err() != nil || r.interrupted {
+				r.interrupted = true
+				skip = "the run was interrupted (SIGINT or SIGTERM) before this execution started"
+			}
+			if skip != "" {
+				for _, ex := range st.execs {
+					finish(notRun(sc, ex, skip))
+				}
+				continue
+			}
+			out := r.runStage(ctx, sc, st)
+			var rf *refusal
+			if len(out.refusedBy) > 0 {
+				c := out.refusedBy[0]
+				rf = &refusal{backend: c.backend, cap: r.engineCap(c), need: len(st.execs), err: c.err}
+				skip = rf.notRunAfter(stageName(sc, st))
+			}
+			for _, ex := range st.execs {
+				finish(r.verdict(sc, ex, out, rf))
+			}
+		}
+	}
+	rep.Cancelled = r.interrupted
+	rep.Pass = !rep.Cancelled
+	for _, e := range rep.Executions {
+		if !e.Pass {
+			rep.Pass = false
+		}
+	}
+	return rep, streamErr
+}
+
+// stageName is "<scenario>/<stage>", or the scenario's name for a scenario
+// of one stage.
+func stageName(sc *scenarioRun, st *stageRun) string {
+	if st.name == "" {
+		return sc.name
+	}
+	return sc.name + "/" + st.name
+}
+
+// newRunID makes the prefix of this run's execution ids, unique enough
+// that two drivers sharing an engine never collide.
+func newRunID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// planCommand loads and compiles a plan with placeholder backends and
+// hands it to print.
+func planCommand(name string, args []string, stdout, stderr io.Writer, print func(*plan.Compiled) error) error {
+	fs := flag.NewFlagSet("sortie "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	what := "Checks the plan and prints, per scenario and stage, the executions it\nwould run: rates, durations, targets, thresholds and backends."
+	if name == "compile" {
+		what = "Prints the engine requests the plan compiles to, per execution and\nbackend, as JSON (execution_id and start_time are set by the run)."
+	}
+	fs.Usage = func() { fmt.Fprintf(stderr, usagePlanOnly, name, what) }
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return cli.Usage(fmt.Errorf("%s takes one PLAN, not %d arguments", name, len(pos)))
+	}
+	p, err := plan.Load(pos[0])
+	if err != nil {
+		return cli.Usage(err)
+	}
+	c, err := p.Compile(p.Placeholders())
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if err := print(c); err != nil {
+		return cli.Fail(err)
+	}
+	return nil
+}

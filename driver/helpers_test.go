@@ -1,0 +1,186 @@
+package driver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/sortie-soak/sortie/driver/report"
+	"github.com/sortie-soak/sortie/engine"
+	"github.com/sortie-soak/sortie/internal/cli"
+)
+
+// testOptions are DefaultOptions shrunk to test scale: deadlines of a few
+// seconds instead of minutes.
+func testOptions() Options {
+	o := DefaultOptions()
+	o.ResolveInterval = 20 * time.Millisecond
+	o.ResolveTimeout = 200 * time.Millisecond
+	o.StartLead = 400 * time.Millisecond
+	o.Drain = time.Second
+	o.Grace = 2 * time.Second
+	o.AnswerWindow = 2 * time.Second
+	o.CancelWait = 2 * time.Second
+	o.InterruptWait = 5 * time.Second
+	o.InfoTimeout = 2 * time.Second
+	return o
+}
+
+// target is a real HTTP server on loopback that counts what it serves.
+type target struct {
+	URL    string
+	served atomic.Int64
+	delay  atomic.Int64 // nanoseconds to wait before answering
+}
+
+func newTarget(t *testing.T) *target {
+	t.Helper()
+	tg := &target{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d := time.Duration(tg.delay.Load()); d > 0 {
+			time.Sleep(d)
+		}
+		tg.served.Add(1)
+		w.Write([]byte("ok\n"))
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	tg.URL = "http://" + ln.Addr().String() + "/"
+	return tg
+}
+
+// startEngine runs an engine in this process on 127.0.0.1:0.
+func startEngine(t *testing.T, name string, maxConcurrent int) string {
+	t.Helper()
+	e, err := engine.New(engine.Options{BackendName: name, MaxConcurrentExecutions: maxConcurrent, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go e.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		e.Stop(ctx)
+	})
+	return ln.Addr().String()
+}
+
+// planData fills a plan template.
+type planData struct {
+	Backends []string
+	URL      string
+}
+
+// Quoted lists the backends as a YAML flow sequence.
+func (d planData) Quoted() string {
+	q := make([]string, len(d.Backends))
+	for i, b := range d.Backends {
+		q[i] = fmt.Sprintf("%q", b)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// writePlan renders a plan template into a temporary file.
+func writePlan(t *testing.T, tmpl string, d planData) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := template.Must(template.New("plan").Parse(tmpl)).Execute(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "plan.yaml")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// result is one driver run.
+type result struct {
+	code           int
+	err            error
+	stdout, stderr string
+	report         *report.Report
+	stream         []report.Execution
+	streamBad      int
+}
+
+// runDriver runs `sortie run PLAN -o ... --results-stream ...` in this
+// process and reads back what it wrote.
+func runDriver(t *testing.T, ctx context.Context, o Options, planPath string, extra ...string) result {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "report.json")
+	stream := filepath.Join(dir, "stream.jsonl")
+	args := append([]string{"run", planPath, "-o", out, "--results-stream", stream, "--progress", "500ms"}, extra...)
+	var stdout, stderr bytes.Buffer
+	err := RunOptions(ctx, o, args, &stdout, &stderr)
+	res := result{code: cli.Code(err), err: err, stdout: stdout.String(), stderr: stderr.String()}
+	t.Logf("sortie %s: exit %d, err %v\nstderr:\n%s", strings.Join(args, " "), res.code, err, res.stderr)
+	if rep, rerr := report.ReadFile(out); rerr == nil {
+		res.report = rep
+	}
+	if execs, bad, serr := report.ReadStreamFile(stream); serr == nil {
+		res.stream, res.streamBad = execs, bad
+	}
+	return res
+}
+
+// execution finds an execution of the report by label.
+func (r result) execution(t *testing.T, label string) report.Execution {
+	t.Helper()
+	if r.report == nil {
+		t.Fatalf("no report")
+	}
+	for _, e := range r.report.Executions {
+		if e.Label == label {
+			return e
+		}
+	}
+	t.Fatalf("no execution %q in the report", label)
+	return report.Execution{}
+}
+
+// backendResult finds one backend's result in an execution.
+func backendOf(t *testing.T, e report.Execution, backend string) (report.BackendResult, bool) {
+	t.Helper()
+	for _, br := range e.Results {
+		if br.Backend == backend {
+			return br, true
+		}
+	}
+	return report.BackendResult{}, false
+}
+
+func backendErrorOf(e report.Execution, backend string) (report.BackendError, bool) {
+	for _, be := range e.BackendErrors {
+		if be.Backend == backend {
+			return be, true
+		}
+	}
+	return report.BackendError{}, false
+}
+
+func labelsOf(execs []report.Execution) []string {
+	var s []string
+	for _, e := range execs {
+		s = append(s, e.Label)
+	}
+	return s
+}

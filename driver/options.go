@@ -1,0 +1,131 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Resolver looks up the A and AAAA records of a dns pool. *net.Resolver
+// implements it; tests pass their own.
+type Resolver interface {
+	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+}
+
+var _ Resolver = (*net.Resolver)(nil)
+
+// Options tunes a run. Flags fill some of the fields; the rest are defaults
+// that tests shrink. Zero values are not defaults: start from
+// DefaultOptions.
+type Options struct {
+	// Resolver resolves dns pools. Nil means net.DefaultResolver.
+	Resolver Resolver
+	// ResolveInterval is the wait between two lookups of a dns pool whose
+	// answer was empty (or failed).
+	ResolveInterval time.Duration
+	// ResolveTimeout is how long a dns pool may stay empty before the run
+	// gives up (exit 2, before any load).
+	ResolveTimeout time.Duration
+
+	// StartLead is added to the dispatch time to make the stage's shared
+	// start time: long enough for every Execute call to reach its engine.
+	StartLead time.Duration
+	// Drain is the time an engine is allowed after duration + timeout to
+	// gather its last outcomes and answer.
+	Drain time.Duration
+	// Grace is the slack on top of duration + timeout + drain before a
+	// backend's deadline.
+	Grace time.Duration
+	// AnswerWindow is how long after its deadline a backend's answer is
+	// still awaited before the execution is cancelled on it.
+	AnswerWindow time.Duration
+	// CancelWait is how long a cancelled execution is given to answer
+	// before its backend is named silent.
+	CancelWait time.Duration
+	// InterruptWait bounds the wait for answers after a run is interrupted
+	// (SIGINT, SIGTERM) and every running execution was cancelled.
+	InterruptWait time.Duration
+	// InfoTimeout bounds the Info call that reads a refusing engine's cap.
+	InfoTimeout time.Duration
+	// ClockSlack is how much later than asked a wait may wake before the
+	// driver concludes it was itself stopped (SIGSTOP, a paused VM) and
+	// restarts its pending deadlines from the moment it woke.
+	ClockSlack time.Duration
+
+	// Now is the driver's clock. Nil means time.Now.
+	Now func() time.Time
+	// Pause, when set, is called by a stage's deadline loop before each
+	// wait. Tests block in it to stand for a driver process that was
+	// stopped while its engines answered.
+	Pause func()
+	// Logger receives diagnostics (not the run's output lines). Nil means
+	// a text logger on stderr at warning level.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the options of a production run.
+func DefaultOptions() Options {
+	return Options{
+		ResolveInterval: time.Second,
+		ResolveTimeout:  30 * time.Second,
+		StartLead:       500 * time.Millisecond,
+		Drain:           5 * time.Second,
+		Grace:           2 * time.Minute,
+		AnswerWindow:    10 * time.Second,
+		CancelWait:      30 * time.Second,
+		InterruptWait:   30 * time.Second,
+		InfoTimeout:     5 * time.Second,
+		ClockSlack:      time.Second,
+	}
+}
+
+// Validate returns every problem with the options at once.
+func (o Options) Validate() error {
+	var errs []error
+	pos := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, not %v", name, d))
+		}
+	}
+	nonneg := func(name string, d time.Duration) {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, not %v", name, d))
+		}
+	}
+	pos("resolve interval", o.ResolveInterval)
+	nonneg("resolve timeout", o.ResolveTimeout)
+	nonneg("start lead", o.StartLead)
+	nonneg("drain", o.Drain)
+	nonneg("deadline grace", o.Grace)
+	nonneg("answer window", o.AnswerWindow)
+	pos("cancel wait", o.CancelWait)
+	pos("interrupt wait", o.InterruptWait)
+	pos("info timeout", o.InfoTimeout)
+	pos("clock slack", o.ClockSlack)
+	return errors.Join(errs...)
+}
+
+func (o Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+func (o Options) resolver() Resolver {
+	if o.Resolver != nil {
+		return o.Resolver
+	}
+	return net.DefaultResolver
+}
+
+func (o Options) logger(stderr io.Writer) *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("component", "driver")
+}

@@ -1,0 +1,257 @@
+package driver
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sortie-soak/sortie/driver/report"
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+)
+
+// baseExecution fills the fields every execution carries, run or not.
+func baseExecution(sc *scenarioRun, ex *execRun) report.Execution {
+	return report.Execution{
+		Label:      ex.label,
+		Scenario:   sc.name,
+		Pool:       sc.pool,
+		Rate:       ex.rate,
+		PerBackend: ex.perBackend,
+		DurationMs: ex.duration.Milliseconds(),
+		RampMs:     ex.ramp.Milliseconds(),
+		DNS:        sc.dns,
+		Backends:   append([]string{}, sc.backends...),
+	}
+}
+
+// notRun is an execution that was never started.
+func notRun(sc *scenarioRun, ex *execRun, why string) report.Execution {
+	e := baseExecution(sc, ex)
+	e.NotRun = true
+	e.Error = "not run: " + why
+	return e
+}
+
+// refusal describes a stage an engine refused at its cap.
+type refusal struct {
+	backend string
+	cap     uint32 // 0 when the engine did not say
+	need    int    // executions the stage starts on every backend
+	err     error
+}
+
+func (rf *refusal) capText() string {
+	if rf.cap == 0 {
+		return "its cap of concurrent executions"
+	}
+	return fmt.Sprintf("its cap of %d concurrent executions", rf.cap)
+}
+
+// executionError is the error of every execution of a refused stage.
+func (rf *refusal) executionError() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "backend %s refused a start because the engine is at %s, and this stage starts %d at once on every backend, one per target; the executions of the stage that had started were cancelled. Raise the engine's --max-concurrent-executions to at least %d",
+		rf.backend, rf.capText(), rf.need, rf.need)
+	switch {
+	case rf.cap != 0 && int(rf.cap) < rf.need:
+		b.WriteString(": this stage does not fit the cap even on an idle engine")
+	case rf.cap != 0:
+		b.WriteString(", or keep other runs off the engine: the stage fits the cap only when nothing else runs on it")
+	}
+	fmt.Fprintf(&b, " (%v)", rf.err)
+	return b.String()
+}
+
+// backendError is the backend_errors entry of a refusing backend.
+func (rf *refusal) backendError(c *call) report.BackendError {
+	return report.BackendError{
+		Backend: c.backend,
+		Error:   fmt.Sprintf("refused the start: the engine is at %s (%v)", rf.capText(), c.err),
+		Refused: report.RefusedExecutionCap,
+	}
+}
+
+// notRunAfter is why the stages after a refused one are not run.
+func (rf *refusal) notRunAfter(stage string) string {
+	return fmt.Sprintf("%s was refused because the engine on backend %s was at %s, and the stages after a refused one are not attempted",
+		stage, rf.backend, rf.capText())
+}
+
+// verdict builds the report entry of one execution of a finished stage.
+func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *refusal) report.Execution {
+	e := baseExecution(sc, ex)
+	e.StartedAt = out.dispatched.UTC().Format(report.TimeFormat)
+	ended := out.dispatched
+	var failures []string
+	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+
+	calls := out.calls[ex]
+	var longest time.Duration
+	totals := map[string]uint64{}
+	for _, c := range calls {
+		if c.endedAt.After(ended) {
+			ended = c.endedAt
+		}
+		if c.result != nil {
+			br := backendResult(c)
+			e.Results = append(e.Results, br)
+			for k, v := range br.Counters {
+				totals[k] += v
+			}
+			if d := c.result.GetElapsed().AsDuration(); d > longest {
+				longest = d
+			}
+		}
+		if be, ok := r.backendError(c, rf); ok {
+			e.BackendErrors = append(e.BackendErrors, be)
+			fail("backend %s: %s", be.Backend, be.Error)
+		}
+	}
+	e.EndedAt = ended.UTC().Format(report.TimeFormat)
+	e.ElapsedMs = ended.Sub(out.dispatched).Milliseconds()
+	if len(totals) > 0 {
+		e.Totals = totals
+	}
+
+	switch {
+	case rf != nil:
+		e.Refused = report.RefusedExecutionCap
+		e.Error = rf.executionError()
+		failures = append([]string{e.Error}, failures...)
+	case interrupted(out.calls[ex]):
+		e.Error = "execution cancelled: the run was interrupted (SIGINT or SIGTERM); it is not judged"
+		failures = append([]string{e.Error}, failures...)
+	case len(e.Results) == 0:
+		fail("no backend answered, so no threshold could be judged")
+	default:
+		for _, t := range ex.thresholds {
+			if t.Pool() {
+				pass, actual := t.EvalPool(totals, longest)
+				e.Thresholds = append(e.Thresholds, report.Threshold{Expr: t.Expr, Scope: "pool", Pass: pass, Actual: actual})
+				if !pass {
+					fail("threshold %s failed on the pool: actual %s", t.Expr, actual)
+				}
+				continue
+			}
+			for _, br := range e.Results {
+				pass, actual := t.EvalBackend(br.Statistics)
+				e.Thresholds = append(e.Thresholds, report.Threshold{Expr: t.Expr, Scope: br.Backend, Pass: pass, Actual: actual})
+				if !pass {
+					fail("threshold %s failed on backend %s: actual %s", t.Expr, br.Backend, actual)
+				}
+			}
+		}
+	}
+	e.Failures = failures
+	e.Pass = len(failures) == 0
+	return e
+}
+
+// backendError says how a backend failed an execution, if it did.
+func (r *runner) backendError(c *call, rf *refusal) (report.BackendError, bool) {
+	o := r.opts
+	be := report.BackendError{Backend: c.backend}
+	switch c.state {
+	case refused:
+		if rf == nil {
+			rf = &refusal{backend: c.backend}
+		}
+		return rf.backendError(c), true
+	case lost:
+		be.Error = "lost: " + c.err.Error()
+		return be, true
+	case rejected:
+		be.Error = "rejected: the engine refused the request: " + c.err.Error()
+		return be, true
+	case silent:
+		be.Error = fmt.Sprintf("silent: no answer within %v of its deadline (%s); the engine is silent (frozen or partitioned)",
+			c.silentAt.Sub(c.deadline).Round(time.Millisecond), c.deadline.UTC().Format(report.TimeFormat))
+		switch c.cancelWhy {
+		case cancelRefusal:
+			be.Error = fmt.Sprintf("silent: no answer within %v of the cancel that stopped its refused stage; the engine is silent (frozen or partitioned)", o.CancelWait)
+		case cancelInterrupt:
+			be.Error = fmt.Sprintf("silent: no answer within %v of the cancel that stopped the interrupted run; the engine is silent (frozen or partitioned)", o.InterruptWait)
+		}
+		return be, true
+	case answered:
+		var why []string
+		if c.cancelWhy == cancelDeadline {
+			why = append(why, fmt.Sprintf("it missed its deadline (%s) and was cancelled; it answered with what it had",
+				c.deadline.UTC().Format(report.TimeFormat)))
+		}
+		limit := c.ex.duration + c.ex.timeout + o.Drain
+		if el := c.result.GetElapsed().AsDuration(); el > limit {
+			why = append(why, fmt.Sprintf("it stalled: its result took %v, past the planned %v + timeout %v + drain %v",
+				el.Round(time.Millisecond), c.ex.duration, c.ex.timeout, o.Drain))
+		}
+		if c.result.GetCancelled() && c.cancelWhy == notCancelled {
+			why = append(why, "the engine cancelled the execution before its planned end")
+		}
+		if len(why) == 0 {
+			return be, false
+		}
+		be.Error = strings.Join(why, "; ")
+		return be, true
+	}
+	return be, false
+}
+
+// backendResult copies an engine's Result into the report.
+func backendResult(c *call) report.BackendResult {
+	res := c.result
+	br := report.BackendResult{
+		Backend:     c.backend,
+		BackendName: c.backendName,
+		ElapsedMs:   res.GetElapsed().AsDuration().Milliseconds(),
+		Planned:     res.GetPlanned(),
+		Unsent:      res.GetUnsent(),
+		Cancelled:   res.GetCancelled(),
+		Counters:    map[string]uint64{},
+	}
+	if br.Planned == 0 {
+		br.Planned = c.ex.planned[c.backend]
+	}
+	if ts := res.GetStartedAt(); ts != nil && ts.IsValid() {
+		br.StartedAt = ts.AsTime().UTC().Format(report.TimeFormat)
+	}
+	for k, v := range res.GetCounters() {
+		// An engine may send zero counters; the report omits them, as an
+		// absent counter reads zero.
+		if v != 0 {
+			br.Counters[k] = v
+		}
+	}
+	for _, s := range res.GetStatistics() {
+		if br.Statistics == nil {
+			br.Statistics = map[string]report.Statistic{}
+		}
+		br.Statistics[s.GetId()] = statistic(s)
+	}
+	return br
+}
+
+func statistic(s *enginev1.Statistic) report.Statistic {
+	return report.Statistic{
+		Count:  s.GetCount(),
+		Unit:   s.GetUnit(),
+		Mean:   s.GetMean(),
+		Pstdev: s.GetPstdev(),
+		Min:    float64(s.GetMin()),
+		Max:    float64(s.GetMax()),
+		P50:    float64(s.GetP50()),
+		P90:    float64(s.GetP90()),
+		P99:    float64(s.GetP99()),
+		P999:   float64(s.GetP999()),
+	}
+}
+
+// interrupted reports whether the run's interrupt cancelled any of the
+// calls; an execution that had finished everywhere before it is judged.
+func interrupted(calls []*call) bool {
+	for _, c := range calls {
+		if c.cancelWhy == cancelInterrupt {
+			return true
+		}
+	}
+	return false
+}
