@@ -1,0 +1,273 @@
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/internal/counters"
+)
+
+// testEngine is an engine served on 127.0.0.1:0 with a client.
+type testEngine struct {
+	e      *Engine
+	client enginev1.EngineClient
+	addr   string
+}
+
+func startEngine(t testing.TB, opts Options) *testEngine {
+	t.Helper()
+	e, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- e.Serve(lis) }()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := e.Stop(ctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &testEngine{e: e, client: enginev1.NewEngineClient(cc), addr: lis.Addr().String()}
+}
+
+// run is the outcome of one Execute stream.
+type run struct {
+	started  *enginev1.Started
+	progress []*enginev1.Progress
+	result   *enginev1.Result
+	err      error // the stream's error, if it ended without a Result
+}
+
+// execute runs req to its end.
+func (te *testEngine) execute(t testing.TB, req *enginev1.ExecuteRequest) run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return collect(te.client.Execute(ctx, req))
+}
+
+func collect(stream grpc.ServerStreamingClient[enginev1.ExecuteEvent], err error) run {
+	var r run
+	if err != nil {
+		r.err = err
+		return r
+	}
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			if r.result == nil {
+				r.err = errors.New("stream ended without a Result")
+			}
+			return r
+		}
+		if err != nil {
+			r.err = err
+			return r
+		}
+		switch e := ev.Event.(type) {
+		case *enginev1.ExecuteEvent_Started:
+			if r.started != nil || r.result != nil {
+				r.err = errors.New("Started out of order")
+				return r
+			}
+			r.started = e.Started
+		case *enginev1.ExecuteEvent_Progress:
+			if r.started == nil || r.result != nil {
+				r.err = errors.New("Progress out of order")
+				return r
+			}
+			r.progress = append(r.progress, e.Progress)
+		case *enginev1.ExecuteEvent_Result:
+			if r.started == nil || r.result != nil {
+				r.err = errors.New("Result out of order")
+				return r
+			}
+			r.result = e.Result
+		}
+	}
+}
+
+// mustResult fails unless the run ended with a Result, and checks the
+// accounting every Result must satisfy.
+func (r run) mustResult(t testing.TB) *enginev1.Result {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("Execute: %v", r.err)
+	}
+	checkAccounting(t, r.result)
+	return r.result
+}
+
+// checkAccounting asserts conservation: every planned request has exactly
+// one outcome class or was left unsent by a cancel; and the detail
+// counters partition their class.
+func checkAccounting(t testing.TB, res *enginev1.Result) {
+	t.Helper()
+	c := res.GetCounters()
+	if sum := counters.Sum(c); sum+res.GetUnsent() != res.GetPlanned() {
+		t.Errorf("conservation: planned %d != outcomes %d + unsent %d; counters %v", res.GetPlanned(), sum, res.GetUnsent(), c)
+	}
+	if res.GetCancelled() != (res.GetUnsent() > 0) {
+		t.Errorf("cancelled = %v with %d unsent", res.GetCancelled(), res.GetUnsent())
+	}
+	resets := c[counters.StreamResets]
+	if phases := c[counters.ResetsBeforeHeaders] + c[counters.ResetsIncompleteBody]; phases != resets {
+		t.Errorf("resets %d != phases %d; counters %v", resets, phases, c)
+	}
+	var reasons uint64
+	for _, r := range []string{counters.ReasonConnectionTermination, counters.ReasonRemoteReset, counters.ReasonProtocolError, counters.ReasonLocalReset, counters.ReasonOverflow} {
+		reasons += c[counters.StreamResetsPrefix+r]
+	}
+	if reasons != resets {
+		t.Errorf("resets %d != reasons %d; counters %v", resets, reasons, c)
+	}
+	if cf := c[counters.PoolFailureLocal] + c[counters.PoolFailureRemote]; cf != c[counters.PoolConnectionFailure] {
+		t.Errorf("connection failures %d != local + remote %d", c[counters.PoolConnectionFailure], cf)
+	}
+	stats := statsByID(res)
+	lat := stats[counters.Latency2xx]
+	if lat == nil {
+		t.Errorf("no %s statistic", counters.Latency2xx)
+	} else if lat.GetCount() != c[counters.HTTP2xx] {
+		t.Errorf("%s count %d != http_2xx %d", counters.Latency2xx, lat.GetCount(), c[counters.HTTP2xx])
+	}
+	var responses uint64
+	for _, k := range []string{counters.HTTP1xx, counters.HTTP2xx, counters.HTTP3xx, counters.HTTP4xx, counters.HTTP5xx} {
+		responses += c[k]
+	}
+	if r2r := stats[counters.RequestToResponse]; r2r == nil || r2r.GetCount() != responses {
+		t.Errorf("%s = %v, want count %d", counters.RequestToResponse, r2r, responses)
+	}
+	for _, st := range res.GetStatistics() {
+		if st.GetUnit() != "ns" {
+			t.Errorf("%s unit %q", st.GetId(), st.GetUnit())
+		}
+		if st.GetCount() > 0 && !(st.GetMin() <= st.GetP50() && st.GetP50() <= st.GetP90() && st.GetP90() <= st.GetP99() && st.GetP99() <= st.GetP999() && st.GetP999() <= st.GetMax()) {
+			t.Errorf("%s percentiles out of order: %v", st.GetId(), st)
+		}
+	}
+}
+
+func statsByID(res *enginev1.Result) map[string]*enginev1.Statistic {
+	m := map[string]*enginev1.Statistic{}
+	for _, s := range res.GetStatistics() {
+		m[s.GetId()] = s
+	}
+	return m
+}
+
+// want compares the outcome-relevant counters of res with want exactly;
+// a counter absent from want must be zero (late sends aside, which depend
+// on the machine).
+func wantCounters(t testing.TB, res *enginev1.Result, want map[string]uint64) {
+	t.Helper()
+	got := map[string]uint64{}
+	for k, v := range res.GetCounters() {
+		if k != counters.LateSends {
+			got[k] = v
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %d, want %d (all: %v)", k, got[k], v, got)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("unexpected %s = %d (all: %v)", k, v, got)
+		}
+	}
+}
+
+// req is a constant-rate request for url.
+func req(id, url string, rate uint32, duration time.Duration) *enginev1.ExecuteRequest {
+	return &enginev1.ExecuteRequest{
+		ExecutionId: id,
+		Label:       "test/" + id,
+		Url:         url,
+		Rate:        rate,
+		Duration:    durationpb.New(duration),
+		OpenLoop:    true,
+	}
+}
+
+// rawServer accepts TCP connections on 127.0.0.1:0 and hands each to
+// handle. It counts connections.
+type rawServer struct {
+	lis   net.Listener
+	conns atomic.Int64
+	wg    sync.WaitGroup
+}
+
+func newRawServer(t testing.TB, handle func(c net.Conn, n int64)) *rawServer {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &rawServer{lis: lis}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			n := s.conns.Add(1)
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				handle(c, n)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *rawServer) url() string { return "http://" + s.lis.Addr().String() + "/" }
+
+// readRequest reads one request head (the engine's GET has no body).
+func readRequest(br *bufio.Reader) error {
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,303 @@
+package engine
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sortie-soak/sortie/internal/counters"
+)
+
+// Each test below makes a real loopback server behave one way and checks
+// the exact outcome counters, and (in mustResult) conservation.
+
+func TestOutcomeStatusClasses(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(r.URL.Path[1:])
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, "body\n")
+	}))
+	t.Cleanup(srv.Close)
+	te := startEngine(t, Options{BackendName: "node-a"})
+	for _, c := range []struct {
+		code    int
+		counter string
+	}{
+		{200, counters.HTTP2xx},
+		{404, counters.HTTP4xx},
+		{503, counters.HTTP5xx},
+		{302, counters.HTTP3xx},
+	} {
+		t.Run(strconv.Itoa(c.code), func(t *testing.T) {
+			t.Parallel()
+			res := te.execute(t, req(fmt.Sprint("status-", c.code), srv.URL+"/"+strconv.Itoa(c.code), 20, 500*time.Millisecond)).mustResult(t)
+			wantCounters(t, res, map[string]uint64{c.counter: 10})
+			if res.GetPlanned() != 10 || res.GetCancelled() {
+				t.Errorf("planned %d cancelled %v", res.GetPlanned(), res.GetCancelled())
+			}
+			if res.GetBackendName() != "node-a" {
+				t.Errorf("backend name %q", res.GetBackendName())
+			}
+			if c.code != 200 {
+				id := counters.LatencyPrefix + strconv.Itoa(c.code/100) + "xx"
+				if st := statsByID(res)[id]; st == nil || st.GetCount() != 10 {
+					t.Errorf("%s = %v, want count 10", id, st)
+				}
+			}
+		})
+	}
+}
+
+func TestOutcomeConnectionRefused(t *testing.T) {
+	t.Parallel()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	_ = lis.Close() // a closed port: the kernel answers with a reset
+	te := startEngine(t, Options{})
+	res := te.execute(t, req("refused", "http://"+addr+"/", 20, 500*time.Millisecond)).mustResult(t)
+	wantCounters(t, res, map[string]uint64{
+		counters.PoolConnectionFailure: 10,
+		counters.PoolFailureRemote:     10,
+	})
+}
+
+func TestOutcomeLocalConnectionFailure(t *testing.T) {
+	t.Parallel()
+	// A name that cannot resolve: the request never leaves this host.
+	te := startEngine(t, Options{})
+	res := te.execute(t, req("local", "http://sortie-test.invalid:80/", 10, 300*time.Millisecond)).mustResult(t)
+	wantCounters(t, res, map[string]uint64{
+		counters.PoolConnectionFailure: 3,
+		counters.PoolFailureLocal:      3,
+	})
+}
+
+// keepAliveThenClose answers the first request of each connection, then
+// reads the second and closes: with a FIN, or with an RST when rst is set.
+func keepAliveThenClose(rst bool) func(c net.Conn, _ int64) {
+	return func(c net.Conn, _ int64) {
+		br := bufio.NewReader(c)
+		if readRequest(br) != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+		if readRequest(br) != nil {
+			return
+		}
+		if rst {
+			_ = c.(*net.TCPConn).SetLinger(0)
+		}
+		_ = c.Close()
+	}
+}
+
+func TestOutcomeResetBeforeHeaders(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		rst    bool
+		reason string
+	}{
+		{"fin", false, counters.ReasonConnectionTermination},
+		{"rst", true, counters.ReasonRemoteReset},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newRawServer(t, keepAliveThenClose(c.rst))
+			te := startEngine(t, Options{})
+			r := req("reset-"+c.name, srv.url(), 20, 500*time.Millisecond)
+			r.Connections = 1
+			r.MaxPendingRequests = 10
+			res := te.execute(t, r).mustResult(t)
+			// Requests alternate: a fresh connection answers, the reused
+			// one is closed under the next request, which is never re-sent.
+			wantCounters(t, res, map[string]uint64{
+				counters.HTTP2xx:                       5,
+				counters.StreamResets:                  5,
+				counters.ResetsBeforeHeaders:           5,
+				counters.StreamResetsPrefix + c.reason: 5,
+			})
+			if n := srv.conns.Load(); n != 5 {
+				t.Errorf("server saw %d connections, want 5", n)
+			}
+		})
+	}
+}
+
+func TestOutcomeIncompleteBody(t *testing.T) {
+	t.Parallel()
+	srv := newRawServer(t, func(c net.Conn, _ int64) {
+		if readRequest(bufio.NewReader(c)) != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
+	})
+	te := startEngine(t, Options{})
+	res := te.execute(t, req("cut", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
+	wantCounters(t, res, map[string]uint64{
+		counters.StreamResets:         10,
+		counters.ResetsIncompleteBody: 10,
+		counters.StreamResetsPrefix + counters.ReasonConnectionTermination: 10,
+	})
+}
+
+func TestOutcomeProtocolError(t *testing.T) {
+	t.Parallel()
+	srv := newRawServer(t, func(c net.Conn, _ int64) {
+		if readRequest(bufio.NewReader(c)) != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n\r\n")
+	})
+	te := startEngine(t, Options{})
+	res := te.execute(t, req("garbage", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
+	wantCounters(t, res, map[string]uint64{
+		counters.StreamResets:                                      10,
+		counters.ResetsBeforeHeaders:                               10,
+		counters.StreamResetsPrefix + counters.ReasonProtocolError: 10,
+	})
+}
+
+func TestOutcomeInflightLost(t *testing.T) {
+	t.Parallel()
+	srv := newRawServer(t, func(c net.Conn, _ int64) {
+		// Read, never answer, until the engine gives up and closes.
+		_, _ = io.Copy(io.Discard, c)
+	})
+	te := startEngine(t, Options{})
+	r := req("silent", srv.url(), 10, 500*time.Millisecond)
+	r.Timeout = durationpb.New(300 * time.Millisecond)
+	run := te.execute(t, r)
+	res := run.mustResult(t)
+	wantCounters(t, res, map[string]uint64{counters.InflightLost: 5})
+	// The last outcome is the drain's end: after the last due time plus
+	// the timeout.
+	if el := res.GetElapsed().AsDuration(); el < 700*time.Millisecond {
+		t.Errorf("elapsed %v, want at least the last due time 400ms + timeout 300ms", el)
+	}
+	if n := srv.conns.Load(); n != 5 {
+		t.Errorf("server saw %d connections, want 5 (one per request, none reused)", n)
+	}
+}
+
+func TestOutcomeOverflowWhenNotAccepting(t *testing.T) {
+	t.Parallel()
+	// A listener that never accepts: the kernel completes the first
+	// handshakes into its backlog, requests are written and never read.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lis.Close() })
+	te := startEngine(t, Options{})
+	r := req("stuck", "http://"+lis.Addr().String()+"/", 20, time.Second)
+	r.Connections = 2
+	r.MaxPendingRequests = 1
+	r.Timeout = durationpb.New(300 * time.Millisecond)
+	res := te.execute(t, r).mustResult(t)
+	// Two on connections and one queued are lost at the drain's end;
+	// the other 17 found no room.
+	wantCounters(t, res, map[string]uint64{
+		counters.PoolOverflow: 17,
+		counters.InflightLost: 3,
+	})
+}
+
+func TestBodiesAndKeepAlive(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/chunked":
+			for i := 0; i < 3; i++ {
+				_, _ = io.WriteString(w, "chunk of a body\n")
+				w.(http.Flusher).Flush()
+			}
+		case "/length":
+			w.Header().Set("Content-Length", "11")
+			_, _ = io.WriteString(w, "hello world")
+		case "/close":
+			w.Header().Set("Connection", "close")
+			_, _ = io.WriteString(w, "bye")
+		}
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	te := startEngine(t, Options{})
+	for _, c := range []struct {
+		path  string
+		conns int64
+	}{
+		{"/chunked", 1}, // one connection carries all: bodies were read to their end
+		{"/length", 1},
+		{"/close", 10}, // Connection: close honoured
+	} {
+		before := conns.Load()
+		r := req("body"+c.path[1:], srv.URL+c.path, 20, 500*time.Millisecond)
+		r.Connections = 1
+		r.MaxPendingRequests = 10
+		res := te.execute(t, r).mustResult(t)
+		wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 10})
+		if n := conns.Load() - before; n != c.conns {
+			t.Errorf("%s: server saw %d connections, want %d", c.path, n, c.conns)
+		}
+	}
+}
+
+func TestHTTP10(t *testing.T) {
+	t.Parallel()
+	srv := newRawServer(t, func(c net.Conn, _ int64) {
+		if readRequest(bufio.NewReader(c)) != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close")
+	})
+	te := startEngine(t, Options{})
+	r := req("http10", srv.url(), 20, 500*time.Millisecond)
+	res := te.execute(t, r).mustResult(t)
+	wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 10})
+	if n := srv.conns.Load(); n != 10 {
+		t.Errorf("server saw %d connections, want 10", n)
+	}
+}
+
+func TestClosedLoopWaitsInsteadOfOverflowing(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(150 * time.Millisecond)
+	}))
+	t.Cleanup(srv.Close)
+	te := startEngine(t, Options{})
+	r := req("closed", srv.URL, 20, 500*time.Millisecond)
+	r.OpenLoop = false
+	r.Connections = 1
+	r.MaxPendingRequests = 1
+	res := te.execute(t, r).mustResult(t)
+	wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 10})
+	// One connection at 150 ms per request cannot keep 50 ms spacing: the
+	// worker waited, and says so.
+	if res.GetCounters()[counters.LateSends] == 0 {
+		t.Errorf("no late sends counted in %v", res.GetCounters())
+	}
+	if st := statsByID(res)[counters.SendLateness]; st.GetCount() != 10 || st.GetMax() < int64(100*time.Millisecond) {
+		t.Errorf("send_lateness = %v, want 10 sends, the latest over 100ms late", st)
+	}
+}
