@@ -1,0 +1,159 @@
+package churn
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/internal/clock"
+	"github.com/sortie-soak/sortie/internal/kube"
+)
+
+// Env is what Run takes from outside the process: how to reach the cluster
+// and the time. Tests replace both.
+type Env struct {
+	// NewClient builds the API client from --kubeconfig and --context. A
+	// dry run without --preflight never calls it.
+	NewClient func(kubeconfig, context string) (kubernetes.Interface, error)
+	Clock     clock.Clock
+}
+
+// RealEnv is the environment of the binary.
+func RealEnv() Env {
+	return Env{
+		NewClient: func(path, context string) (kubernetes.Interface, error) {
+			return kube.NewClient(path, context, "sortie-churn")
+		},
+		Clock: clock.Real{},
+	}
+}
+
+// Run is sortie-churn's entry point (see the package documentation and
+// --help).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return RunEnv(ctx, RealEnv(), args, stdout, stderr)
+}
+
+// RunEnv is Run in the environment env.
+func RunEnv(ctx context.Context, env Env, args []string, stdout, stderr io.Writer) error {
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "churn")
+	o, help, err := parseFlags(args, stderr)
+	if help {
+		return nil
+	}
+	if err != nil {
+		return cli.Usage(err)
+	}
+	sched, err := readSchedule(o.Schedule, o.Namespace)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	c := &Churner{Clock: env.Clock, Opts: o, Schedule: sched, Out: stdout, Log: log}
+	needClient := !o.DryRun || o.Preflight
+	if needClient {
+		if c.Client, err = env.NewClient(o.Kubeconfig, o.Context); err != nil {
+			return cli.Usage(err)
+		}
+	}
+	if o.Preflight || !o.DryRun {
+		problems, err := c.Preflight(ctx)
+		if err != nil {
+			return stopped(ctx)
+		}
+		if problems > 0 {
+			return cli.Silent(cli.ExitUsage)
+		}
+		if !o.DryRun && o.Preflight {
+			return nil
+		}
+	}
+	if o.DryRun {
+		c.plan()
+		return nil
+	}
+	if err := c.checkLate(); err != nil {
+		return cli.Usage(err)
+	}
+	switch c.Run(ctx) {
+	case Complete:
+		return nil
+	case Aborted:
+		return cli.Silent(cli.ExitFail)
+	default:
+		return stopped(ctx)
+	}
+}
+
+// readSchedule parses the schedule file; errors name it by its base name
+// and line.
+func readSchedule(path, ns string) (*Schedule, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read schedule: %w", err)
+	}
+	defer f.Close()
+	return ParseSchedule(filepath.Base(path), f, ns)
+}
+
+// stopped is the error of a run a signal stopped: exit 130 for SIGINT, 143
+// otherwise.
+func stopped(ctx context.Context) error {
+	if cli.Signal(ctx) == os.Interrupt {
+		return cli.Silent(cli.ExitInterrupted)
+	}
+	return cli.Silent(cli.ExitTerminated)
+}
+
+// checkLate refuses a run whose schedule has already begun: a step more
+// than MaxLate past its time means T0 is stale, and running the rest would
+// make a schedule with holes.
+func (c *Churner) checkLate() error {
+	now := c.Clock.Now()
+	var late []string
+	for _, st := range c.Schedule.Steps {
+		if d := now.Sub(st.At(c.Opts.T0)); d > c.Opts.MaxLate {
+			late = append(late, fmt.Sprintf("line %d (%s)", st.Line, offset(st.At(c.Opts.T0).Sub(c.Opts.T0))))
+		}
+	}
+	if len(late) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d steps are already past their time at %s (T0 %s): %s; relaunch with a fresh T0",
+		len(late), stamp(now), stamp(c.Opts.T0), strings.Join(late, ", "))
+}
+
+// plan prints the dry run: every step, its time, and what it would do.
+func (c *Churner) plan() {
+	t0 := c.Opts.T0
+	at := func(off int) string {
+		if t0.IsZero() {
+			return "-"
+		}
+		return stamp(t0.Add(minutes(off)))
+	}
+	for _, st := range c.Schedule.Steps {
+		head := fmt.Sprintf("PLAN %s at=%s", offset(minutes(st.Minute)), at(st.Minute))
+		switch st.Kind {
+		case StepRoll:
+			c.line("%s roll %s", head, st.Target)
+		case StepShrink:
+			restore := "-"
+			if !t0.IsZero() {
+				restore = stamp(st.At(t0).Add(seconds(st.Seconds)))
+			}
+			c.line("%s shrink %s for=%ds restore_at=%s", head, st.Target, st.Seconds, restore)
+		case StepNewSA:
+			c.line("%s new-serviceaccount %s node=%s hold=%s", head, st.Target.Namespace, st.Node, secs(c.Opts.NewSAHold))
+		}
+	}
+	rolls, shrinks, newSAs := c.Schedule.Counts()
+	c.line("PLAN steps=%d rolls=%d shrinks=%d new_serviceaccounts=%d end=%s dry-run: nothing was changed",
+		len(c.Schedule.Steps), rolls, shrinks, newSAs, offset(c.Schedule.End()))
+}
