@@ -85,11 +85,11 @@ func (p *Plan) Compile(backends map[string][]string) (*Compiled, error) {
 		}
 		bs := backends[s.Pool]
 		if len(bs) == 0 {
-			in(s.pos.at, fmt.Sprintf("pool %s has no backends", s.Pool))
+			in(s.pos.pool, fmt.Sprintf("pool %s has no backends", s.Pool))
 			continue
 		}
 		if dup := firstDuplicate(bs); dup != "" {
-			in(s.pos.at, fmt.Sprintf("pool %s lists backend %s twice", s.Pool, dup))
+			in(s.pos.pool, fmt.Sprintf("pool %s lists backend %s twice", s.Pool, dup))
 			continue
 		}
 		units, serrs := s.split(len(bs))

@@ -19,7 +19,7 @@ import (
 
 // maxVisits bounds the nodes a decode visits. Aliases let a small file name
 // the same large mapping many times; nothing a plan needs comes near this.
-const maxVisits = 1_000_000
+const maxVisits = 100_000
 
 // val is a decoded value with where it was written. set means the field was
 // present; ok means its value decoded (a value that did not is already
@@ -46,7 +46,13 @@ type decoder struct {
 	errs   *errList
 	visits int
 	over   bool
+	// merges is how deep merge keys are nested now; a mapping merged into
+	// itself would nest for ever.
+	merges int
 }
+
+// maxMerges bounds nested merge keys.
+const maxMerges = 8
 
 func (d *decoder) at(n *yaml.Node, path string) loc {
 	if n == nil {
@@ -153,11 +159,17 @@ func (d *decoder) fields(n *yaml.Node, path string) ([]field, bool) {
 			d.fail(m, path, "a merge key (<<) takes a mapping or a list of mappings, got %s", kindName(m))
 			continue
 		}
+		if d.merges >= maxMerges {
+			d.fail(m, path, "merge keys (<<) nested more than %d deep", maxMerges)
+			continue
+		}
 		for _, src := range sources {
 			if d.over {
 				break
 			}
+			d.merges++
 			fs, ok := d.fields(src, path)
+			d.merges--
 			if !ok {
 				continue
 			}

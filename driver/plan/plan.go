@@ -97,6 +97,15 @@ const (
 	DefaultStatsPrefix = "sortie"
 )
 
+// Limits an engine sets on what it accepts; a plan beyond them is refused
+// before any load rather than by every engine at the start.
+const (
+	// MaxConcurrency is the most workers an engine runs per execution.
+	MaxConcurrency = 256
+	// MinFlushInterval is the shortest statsd flush interval an engine takes.
+	MinFlushInterval = 10 * time.Millisecond
+)
+
 // MaxBody is the largest request body a plan may carry: an engine takes an
 // execution as one gRPC message of at most 4 MiB, TLS files and all.
 const MaxBody = 3 << 20
@@ -164,6 +173,7 @@ type Scenario struct {
 // its place.
 type scenarioPos struct {
 	at       loc
+	pool     loc
 	rate     loc
 	duration loc
 	ramp     loc

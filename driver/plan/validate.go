@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/netip"
@@ -282,7 +283,7 @@ func merge(s, defaults *rawScenario) *rawScenario {
 func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Stats, planThresholds []threshold.Threshold, labels map[string]loc, isDefaults bool) (Scenario, bool) {
 	ok := true
 	bad := func() { ok = false }
-	s := Scenario{pos: scenarioPos{at: rs.at}}
+	s := Scenario{pos: scenarioPos{at: rs.at, pool: rs.pool.at}}
 
 	// name
 	switch {
@@ -383,9 +384,6 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 		case err != nil:
 			b.fail(rs.bodyFile.at, "%v", err)
 			bad()
-		case len(data) > MaxBody:
-			b.fail(rs.bodyFile.at, "%s is %d bytes, more than the %d an engine accepts", rs.bodyFile.v, len(data), MaxBody)
-			bad()
 		default:
 			s.Body, s.BodyFile = data, rs.bodyFile.v
 		}
@@ -423,8 +421,8 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 			notSplittable()
 		default:
 			n, err := strconv.ParseUint(c.v, 10, 32)
-			if err != nil {
-				b.fail(c.at, "concurrency %s is out of range", c.v)
+			if err != nil || n > MaxConcurrency {
+				b.fail(c.at, "concurrency %s is more than the %d workers an engine runs per execution", c.v, MaxConcurrency)
 				notSplittable()
 			} else {
 				s.Concurrency = uint32(n)
@@ -651,15 +649,43 @@ func (b *builder) readFile(name string) ([]byte, error) {
 	if r, ok := b.files[path]; ok {
 		return r.data, r.err
 	}
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path, MaxBody)
 	if err != nil {
-		err = fmt.Errorf("read %s: %w", name, unwrapPath(err))
+		err = fmt.Errorf("read %s: %w", name, err)
 	}
 	if b.files == nil {
 		b.files = map[string]fileResult{}
 	}
 	b.files[path] = fileResult{data, err}
 	return data, err
+}
+
+// readRegular reads a regular file of at most limit bytes. A device or a
+// pipe named by a plan (/dev/zero) would never end, so it is refused.
+func readRegular(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%d bytes, more than the %d an engine accepts", fi.Size(), limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("more than the %d bytes an engine accepts", limit)
+	}
+	return data, nil
 }
 
 // unwrapPath drops the path os.ReadFile repeats (the message names the file
@@ -788,8 +814,8 @@ func (b *builder) stats(v val[*rawStats]) *Stats {
 		switch {
 		case !r.flush.ok:
 			ok = false
-		case r.flush.v < time.Millisecond:
-			b.fail(r.flush.at, "flush_interval must be at least 1ms, got %v", r.flush.v)
+		case r.flush.v < MinFlushInterval:
+			b.fail(r.flush.at, "flush_interval must be at least %v, got %v", MinFlushInterval, r.flush.v)
 			ok = false
 		default:
 			s.FlushInterval = r.flush.v

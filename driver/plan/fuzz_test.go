@@ -1,0 +1,85 @@
+package plan
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzParse feeds arbitrary bytes to the plan parser. It must never panic;
+// every error it returns must carry a position; and a plan it accepts must
+// compile against its placeholders (or be refused with positions too) and
+// describe itself without a panic.
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "plans", "*.yaml"))
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		"",
+		"version: v1",
+		"[",
+		"version: v1\npools: *x",
+		"a: &a [*a]",
+		"<<: {version: v1}",
+		"version: v1\nscenarios: [{<<: [{name: a}, {name: b}], executor: {<<: 1}}]",
+		"version: v1\npools: [{name: p, dns: \"x:1\"}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", executor: {type: staircase, stages: [{rate: 7, duration: 3ms}]}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\", \"b:1\", \"c:1\"]}]\nscenarios: [{name: s, pool: p, targets: [{name: a, url: \"http://x/\", weight: 4294967295}, {name: b, url: \"http://x/\", weight: 4294967295}], concurrency: \"256\", executor: {type: ramping-rate, rate: 4294967295, ramp_time: 2562047h, duration: 2562047h47m16s}}]",
+	} {
+		f.Add([]byte(s))
+	}
+	// Relative files resolve beside the seed plans.
+	name := filepath.Join("testdata", "plans", "fuzz.yaml")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(name, data)
+		if err != nil {
+			checkPositions(t, err)
+			return
+		}
+		c, err := p.Compile(p.Placeholders())
+		if err != nil {
+			checkPositions(t, err)
+			return
+		}
+		c.Describe(io.Discard)
+		if err := c.WriteRequests(io.Discard); err != nil {
+			t.Fatalf("WriteRequests: %v", err)
+		}
+		for _, cs := range c.Scenarios {
+			for _, st := range cs.Stages {
+				for _, ex := range st.Executions {
+					for _, b := range cs.Backends {
+						if ex.Requests[b] == nil || ex.Planned[b] == 0 || ex.Requests[b].GetRate() == 0 {
+							t.Fatalf("%s on %s: request %v planned %d", ex.Label, b, ex.Requests[b], ex.Planned[b])
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// checkPositions fails unless every joined error is an *Error with a
+// position.
+func checkPositions(t *testing.T, err error) {
+	t.Helper()
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	if len(errs) == 0 {
+		t.Fatalf("empty error %q", err)
+	}
+	for _, e := range errs {
+		var pe *Error
+		if !errors.As(e, &pe) || pe.Line < 1 || pe.Col < 1 || pe.Msg == "" {
+			t.Fatalf("error without a position: %q", e)
+		}
+	}
+}
