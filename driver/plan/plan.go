@@ -48,7 +48,16 @@
 // Durations are strings with a unit (30s, 15m, 8h30m); a bare number where a
 // duration belongs is an error. Within defaults, target/targets and
 // body/body_file each fill as one unit; executor fills field by field (only
-// the fields its type uses); tls and stats fill whole.
+// the fields its type uses); tls and stats fill whole. stats may also be set
+// at the top level, for every scenario that sets none (itself or through
+// defaults), and its address may be written statsd: {address: ...}, as the
+// plans of the sortie + Nighthawk stack write it.
+//
+// Engine requests carry stats.scenario = the scenario's name and
+// stats.target = the target's name (the scenario's for a single target, with
+// _stage_N appended for a staircase stage); stats.backend is left empty (the
+// engine's --backend-name) or, with backend: address, the engine's address
+// reduced to [a-z0-9_].
 package plan
 
 import (
