@@ -336,7 +336,9 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 		}
 	}
 
-	var lastWake time.Time
+	// The first observation is the dispatch itself, so a driver stopped
+	// between dispatch and its first wait is caught too.
+	lastWake := out.dispatched
 	var asked time.Duration
 	for pendingCount() > 0 {
 		if o.Pause != nil {
@@ -351,25 +353,23 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 			break
 		}
 		now := o.now()
-		if !lastWake.IsZero() {
-			// Waking much later than asked means this process did not run
-			// (SIGSTOP, a paused VM, a starved node). The time lost is not
-			// the engines' fault: every pending phase moves by it, plus a
-			// slack for the streams to deliver what is waiting.
-			if late := now.Sub(lastWake) - asked; late > o.ClockSlack {
-				r.log.Warn("the driver did not run for a while; deadlines moved", "late", late.Round(time.Millisecond))
-				shift := late + o.ClockSlack
-				for _, c := range calls {
-					if c.state != pending {
-						continue
-					}
-					if !c.missedDeadline {
-						c.deadline = c.deadline.Add(shift)
-					}
-					c.cancelAt = c.cancelAt.Add(shift)
-					if c.cancelSent {
-						c.silentAt = c.silentAt.Add(shift)
-					}
+		// Waking much later than asked means this process did not run
+		// (SIGSTOP, a paused VM, a starved node). The time lost is not the
+		// engines' fault: every pending phase moves by it, plus a slack for
+		// the streams to deliver what is waiting.
+		if late := now.Sub(lastWake) - asked; late > o.ClockSlack {
+			r.log.Warn("the driver did not run for a while; deadlines moved", "late", late.Round(time.Millisecond))
+			shift := late + o.ClockSlack
+			for _, c := range calls {
+				if c.state != pending {
+					continue
+				}
+				if !c.missedDeadline {
+					c.deadline = c.deadline.Add(shift)
+				}
+				c.cancelAt = c.cancelAt.Add(shift)
+				if c.cancelSent {
+					c.silentAt = c.silentAt.Add(shift)
 				}
 			}
 		}
@@ -473,7 +473,7 @@ func (r *runner) sendCancel(c *call) {
 		defer cancel()
 		resp, err := client.Cancel(ctx, &enginev1.CancelRequest{ExecutionId: id})
 		if err != nil {
-			r.log.Warn("cancel failed", "backend", c.backend, "execution", id, "err", err)
+			r.log.Info("cancel failed", "backend", c.backend, "execution", id, "err", err)
 			return
 		}
 		if !resp.GetFound() {

@@ -281,13 +281,14 @@ func (r *runner) run(ctx context.Context, scenarios []*scenarioRun, stream *repo
 	var streamErr error
 	finish := func(e report.Execution) {
 		rep.Executions = append(rep.Executions, e)
-		r.lines.finished(e)
+		// On disk first: a PASS/FAIL line someone saw is in the stream.
 		if stream != nil {
 			if err := stream.Append(e); err != nil && streamErr == nil {
 				streamErr = err
 				r.log.Error("results stream", "err", err)
 			}
 		}
+		r.lines.finished(e)
 	}
 	for _, sc := range scenarios {
 		skip := ""

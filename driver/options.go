@@ -79,7 +79,7 @@ func DefaultOptions() Options {
 		CancelWait:      30 * time.Second,
 		InterruptWait:   30 * time.Second,
 		InfoTimeout:     5 * time.Second,
-		ClockSlack:      time.Second,
+		ClockSlack:      500 * time.Millisecond,
 	}
 }
 

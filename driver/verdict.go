@@ -164,8 +164,8 @@ func (r *runner) backendError(c *call, rf *refusal) (report.BackendError, bool) 
 		be.Error = "rejected: the engine refused the request: " + c.err.Error()
 		return be, true
 	case silent:
-		be.Error = fmt.Sprintf("silent: no answer within %v of its deadline (%s); the engine is silent (frozen or partitioned)",
-			c.silentAt.Sub(c.deadline).Round(time.Millisecond), c.deadline.UTC().Format(report.TimeFormat))
+		be.Error = fmt.Sprintf("silent: no answer within %v of its deadline (%s): not in the answer window, nor after the cancel; the engine is silent (frozen or partitioned)",
+			o.AnswerWindow+o.CancelWait, c.deadline.UTC().Format(report.TimeFormat))
 		switch c.cancelWhy {
 		case cancelRefusal:
 			be.Error = fmt.Sprintf("silent: no answer within %v of the cancel that stopped its refused stage; the engine is silent (frozen or partitioned)", o.CancelWait)
