@@ -1,0 +1,639 @@
+package soak
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/gate"
+	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/render"
+)
+
+//go:embed targets/local.txt
+var defaultTargets []byte
+
+// File names in a run directory; the gate's --dir reads the same names.
+const (
+	planFile    = "plan.yaml"
+	reportFile  = "report.json"
+	streamFile  = "results.jsonl"
+	sharesFile  = "shares.tsv"
+	enginesFile = "engines.tsv"
+	driverLog   = "sortie.log"
+	driverOut   = "sortie.out"
+	rollsLog    = "rolls.log"
+)
+
+// LocalOptions configure `soak local`.
+type LocalOptions struct {
+	// Duration of the load.
+	Duration time.Duration
+	// Nodes is how many engines run, one per simulated node, on 127.0.0.11,
+	// 127.0.0.12, ... named node-a, node-b, ...
+	Nodes int
+	// Rate is the requests per second every node sends over all targets.
+	Rate int
+	// TargetsFile is a `name url weight` file; empty uses the built-in
+	// 8-target shape. Each target is served locally: its URL's host and
+	// port are replaced by the target's local Service address.
+	TargetsFile string
+	// Out is the directory that holds one run directory per run.
+	Out string
+	// Tag names the run directory; empty makes local-<UTC time>.
+	Tag string
+	// Rolls restarts every target's replica once during the run, like a
+	// rolling update.
+	Rolls bool
+	// NoDrain runs targets as naive servers: no pre-stop wait, exit at once
+	// on SIGTERM. With Rolls it is the negative control.
+	NoDrain bool
+	// Faults are injected at their times after the load start.
+	Faults []Fault
+	// Progress is the interval of the driver's progress lines.
+	Progress time.Duration
+	// DeadlineGrace is the driver's slack before a silent engine's deadline.
+	DeadlineGrace time.Duration
+	// Lag is how long a removed replica keeps receiving new connections,
+	// like the endpoint propagation of a real cluster.
+	Lag time.Duration
+}
+
+// DefaultLocalOptions is the embedded default run: 60 s, two nodes, the
+// 8-target 60-rps-per-node shape.
+func DefaultLocalOptions() LocalOptions {
+	return LocalOptions{
+		Duration:      60 * time.Second,
+		Nodes:         2,
+		Rate:          60,
+		Out:           "out",
+		Progress:      time.Minute,
+		DeadlineGrace: 2 * time.Minute,
+		Lag:           time.Second,
+	}
+}
+
+// Validate lists every problem of the options.
+func (o LocalOptions) Validate() error {
+	var errs []error
+	if o.Duration < time.Second || o.Duration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--duration %s: want whole seconds, at least 1s", o.Duration))
+	}
+	if o.Nodes < 1 || o.Nodes > 26 {
+		errs = append(errs, fmt.Errorf("--nodes %d: want 1 to 26", o.Nodes))
+	}
+	if o.Rate < 1 {
+		errs = append(errs, fmt.Errorf("--rate %d: want at least 1", o.Rate))
+	}
+	if o.Out == "" {
+		errs = append(errs, errors.New("--out: want a directory"))
+	}
+	if o.Progress < 0 || o.DeadlineGrace < 0 || o.Lag < 0 {
+		errs = append(errs, errors.New("--progress, --deadline-grace and --lag must not be negative"))
+	}
+	for _, f := range o.Faults {
+		if f.At+f.For > o.Duration && f.Kind == TargetDown {
+			errs = append(errs, fmt.Errorf("--fault %s: the window ends after the load (%s)", f, o.Duration))
+		}
+		if f.At >= o.Duration {
+			errs = append(errs, fmt.Errorf("--fault %s: starts after the load ends (%s)", f, o.Duration))
+		}
+		if (f.Kind == EngineKill || f.Kind == EngineFreeze) && nodeIndex(f.Subject) >= o.Nodes {
+			errs = append(errs, fmt.Errorf("--fault %s: no such node (nodes are node-a..%s)", f, nodeName(o.Nodes-1)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func nodeName(i int) string { return "node-" + string(rune('a'+i)) }
+
+func nodeIndex(name string) int {
+	if len(name) == 6 && strings.HasPrefix(name, "node-") && name[5] >= 'a' && name[5] <= 'z' {
+		return int(name[5] - 'a')
+	}
+	return 1 << 30
+}
+
+// local is one run of soak local.
+type local struct {
+	o      LocalOptions
+	self   string
+	dir    string
+	stderr io.Writer
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	procs    []*proc
+	services map[string]*service
+	replicas map[string]*replica
+	engines  []*engineProc
+	driver   *proc
+	seq      int
+	rolls    io.Writer
+}
+
+type replica struct {
+	proc    *proc
+	addr    string
+	control string
+}
+
+type engineProc struct {
+	node string
+	addr string
+	proc *proc
+}
+
+// Local runs the whole soak loop on this machine and returns the gate's
+// verdict as its error (nil for PASS). self is the path of the soak binary,
+// which also serves as the engine, the target and the driver of the run.
+func Local(ctx context.Context, o LocalOptions, self string, stdout, stderr io.Writer) error {
+	if err := o.Validate(); err != nil {
+		return cli.Usage(err)
+	}
+	targets, err := loadTargets(o.TargetsFile)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if o.Tag == "" {
+		o.Tag = "local-" + time.Now().UTC().Format("20060102-150405")
+	}
+	l := &local{
+		o: o, self: self, stderr: stderr,
+		dir:      filepath.Join(o.Out, o.Tag),
+		log:      slog.New(slog.NewTextHandler(stderr, nil)).With("component", "soak"),
+		services: map[string]*service{},
+		replicas: map[string]*replica{},
+	}
+	if entries, err := os.ReadDir(l.dir); err == nil && len(entries) > 0 {
+		return cli.Usage(fmt.Errorf("run directory %s already holds a run: choose another --out or --tag", l.dir))
+	}
+	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+		return err
+	}
+	defer l.stopAll()
+	fmt.Fprintf(stderr, "soak local: run directory %s\n", l.dir)
+
+	if err := l.startTargets(ctx, targets); err != nil {
+		return err
+	}
+	if err := l.startEngines(ctx); err != nil {
+		return err
+	}
+	if err := l.writeInputs(targets); err != nil {
+		return err
+	}
+	if err := l.runDriver(ctx); err != nil {
+		return err
+	}
+	// The gate reads the run directory by its file names; its exit code is
+	// the run's.
+	return gate.Run(ctx, []string{"--dir", l.dir, "--per-node", "--backends", strconv.Itoa(o.Nodes)}, stdout, stderr)
+}
+
+func loadTargets(path string) ([]render.Target, error) {
+	if path == "" {
+		return render.ParseTargets("targets/local.txt", defaultTargets)
+	}
+	return render.ReadTargets(path)
+}
+
+// startTargets starts one local Service and one replica per target.
+func (l *local) startTargets(ctx context.Context, targets []render.Target) error {
+	for _, t := range targets {
+		svc, err := newService(t.Name, "127.0.0.1:0")
+		if err != nil {
+			return fmt.Errorf("target %s: %w", t.Name, err)
+		}
+		l.services[t.Name] = svc
+		r, err := l.startReplica(ctx, t.Name)
+		if err != nil {
+			return err
+		}
+		l.replicas[t.Name] = r
+		svc.Add(r.addr)
+	}
+	return nil
+}
+
+// startReplica starts a fixture target process serving one service and
+// waits until it listens.
+func (l *local) startReplica(ctx context.Context, name string) (*replica, error) {
+	l.mu.Lock()
+	l.seq++
+	n := l.seq
+	l.mu.Unlock()
+	ready := filepath.Join(l.dir, fmt.Sprintf("target-%s-%d.ready", name, n))
+	logf, err := os.Create(filepath.Join(l.dir, fmt.Sprintf("target-%s-%d.log", name, n)))
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"target", "--service", name + "=127.0.0.1:0", "--control", "127.0.0.1:0", "--ready-file", ready}
+	if l.o.NoDrain {
+		args = append(args, "--no-drain")
+	}
+	p, err := startProc("target "+name, l.self, logf, args...)
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	l.track(p)
+	text, err := waitFile(ctx, p, ready, 2, 20*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	r := &replica{proc: p}
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		k, v, _ := strings.Cut(line, " ")
+		switch k {
+		case name:
+			r.addr = strings.TrimSpace(v)
+		case "_control":
+			r.control = strings.TrimSpace(v)
+		}
+	}
+	if r.addr == "" || r.control == "" {
+		return nil, fmt.Errorf("target %s: ready file %s lacks its addresses: %q", name, ready, text)
+	}
+	return r, nil
+}
+
+func (l *local) track(p *proc) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.procs = append(l.procs, p)
+}
+
+// startEngines starts one engine per node on its own loopback address and
+// waits until each answers Info.
+func (l *local) startEngines(ctx context.Context) error {
+	for i := 0; i < l.o.Nodes; i++ {
+		node := nodeName(i)
+		ip := fmt.Sprintf("127.0.0.%d", 11+i)
+		port, err := freePort(ip)
+		if err != nil {
+			return fmt.Errorf("engine %s: %w", node, err)
+		}
+		addr := net.JoinHostPort(ip, strconv.Itoa(port))
+		logf, err := os.Create(filepath.Join(l.dir, "engine-"+node+".log"))
+		if err != nil {
+			return err
+		}
+		p, err := startProc("engine "+node, l.self, logf,
+			"engine", "--listen", addr, "--backend-name", node, "--max-concurrent-executions", "16")
+		if err != nil {
+			logf.Close()
+			return err
+		}
+		l.track(p)
+		l.engines = append(l.engines, &engineProc{node: node, addr: addr, proc: p})
+	}
+	for _, e := range l.engines {
+		if err := waitEngine(ctx, e, 20*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func freePort(ip string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitEngine calls Info until the engine answers.
+func waitEngine(ctx context.Context, e *engineProc, timeout time.Duration) error {
+	conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := enginev1.NewEngineClient(conn)
+	deadline := time.Now().Add(timeout)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		info, err := client.Info(cctx, &enginev1.InfoRequest{})
+		cancel()
+		if err == nil {
+			if info.GetBackendName() != e.node {
+				return fmt.Errorf("engine %s at %s calls itself %q", e.node, e.addr, info.GetBackendName())
+			}
+			return nil
+		}
+		if e.proc.exited() {
+			return fmt.Errorf("engine %s exited at start-up (see engine-%s.log)", e.node, e.node)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("engine %s at %s did not answer within %s: %w", e.node, e.addr, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// writeInputs renders the plan for the local targets and engines and
+// writes it with the share table and the engine list.
+func (l *local) writeInputs(targets []render.Target) error {
+	local := make([]render.Target, len(targets))
+	for i, t := range targets {
+		u, err := url.Parse(t.URL)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", t.Name, err)
+		}
+		u.Scheme = "http"
+		u.Host = l.services[t.Name].Addr()
+		local[i] = t
+		local[i].URL = u.String()
+	}
+	ro := render.DefaultOptions()
+	ro.Profile = "local"
+	ro.TargetsFile = "local.txt"
+	if l.o.TargetsFile != "" {
+		ro.TargetsFile = l.o.TargetsFile
+	}
+	ro.Targets = local
+	ro.Duration = l.o.Duration
+	ro.Rate = l.o.Rate
+	for _, e := range l.engines {
+		ro.Services = append(ro.Services, e.addr)
+	}
+	ro.Backends = len(l.engines)
+	r, err := render.Render(ro)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("render the plan: %w", err))
+	}
+	if err := os.WriteFile(filepath.Join(l.dir, planFile), r.YAML, 0o644); err != nil {
+		return err
+	}
+	var shares strings.Builder
+	if err := render.WriteShares(&shares, r.Shares); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(l.dir, sharesFile), []byte(shares.String()), 0o644); err != nil {
+		return err
+	}
+	var engines strings.Builder
+	for _, e := range l.engines {
+		fmt.Fprintf(&engines, "%s\t%s\n", e.addr, e.node)
+	}
+	return os.WriteFile(filepath.Join(l.dir, enginesFile), []byte(engines.String()), 0o644)
+}
+
+// runDriver runs the driver as a child process, so it can be frozen,
+// injects the faults and rolls at their times after the load start, and
+// waits for the driver to end.
+func (l *local) runDriver(ctx context.Context) error {
+	logf, err := os.Create(filepath.Join(l.dir, driverLog))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	outf, err := os.Create(filepath.Join(l.dir, driverOut))
+	if err != nil {
+		return err
+	}
+	defer outf.Close()
+	rolls, err := os.Create(filepath.Join(l.dir, rollsLog))
+	if err != nil {
+		return err
+	}
+	defer rolls.Close()
+	l.rolls = rolls
+
+	// The driver's stderr goes to sortie.log and, line by line, to ours;
+	// its first "running" line marks the load start.
+	pr, pw := io.Pipe()
+	started := make(chan time.Time, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pr)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logf, line)
+			fmt.Fprintln(l.stderr, line)
+			if strings.HasPrefix(strings.TrimSpace(line), "running ") {
+				// The driver starts the stage half a second after dispatch.
+				once.Do(func() { started <- time.Now().Add(500 * time.Millisecond) })
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	args := []string{"driver", "run", filepath.Join(l.dir, planFile),
+		"-o", filepath.Join(l.dir, reportFile),
+		"--results-stream", filepath.Join(l.dir, streamFile),
+		"--progress", l.o.Progress.String(),
+		"--deadline-grace", l.o.DeadlineGrace.String(),
+	}
+	drv, err := startProcSplit("driver", l.self, outf, pw, args...)
+	if err != nil {
+		return err
+	}
+	l.track(drv)
+	l.driver = drv
+
+	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	go func() {
+		select {
+		case t0 := <-started:
+			l.schedule(actx, &wg, t0)
+		case <-actx.Done():
+		}
+	}()
+
+	code, err := drv.wait(ctx)
+	if err != nil {
+		// Interrupted: let the driver write its report, then grade it.
+		drv.signal(syscall.SIGCONT)
+		drv.signal(syscall.SIGTERM)
+		wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+		code, _ = drv.wait(wctx)
+		wcancel()
+	}
+	pw.Close()
+	<-copied
+	if code == cli.ExitUsage {
+		return fmt.Errorf("the driver refused the rendered plan (exit 2): see %s", filepath.Join(l.dir, driverLog))
+	}
+	return nil
+}
+
+// schedule starts the faults and the rolls, each at its time after t0.
+func (l *local) schedule(ctx context.Context, wg *sync.WaitGroup, t0 time.Time) {
+	at := func(d time.Duration, f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTimer(time.Until(t0.Add(d)))
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+				f()
+			}
+		}()
+	}
+	for _, f := range l.o.Faults {
+		f := f
+		at(f.At, func() { l.inject(ctx, f) })
+	}
+	if l.o.Rolls {
+		names := make([]string, 0, len(l.services))
+		for n := range l.services {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		// Every target rolls once, spread over the middle of the run.
+		start, span := l.o.Duration*15/100, l.o.Duration*60/100
+		for i, n := range names {
+			n := n
+			at(start+span*time.Duration(i)/time.Duration(len(names)), func() { l.roll(ctx, n) })
+		}
+	}
+}
+
+// inject carries out one fault.
+func (l *local) inject(ctx context.Context, f Fault) {
+	l.log.Info("fault", "fault", f.String())
+	switch f.Kind {
+	case TargetDown:
+		l.mu.Lock()
+		r := l.replicas[f.Subject]
+		l.mu.Unlock()
+		if r == nil {
+			l.log.Error("fault: no such target", "target", f.Subject)
+			return
+		}
+		u := fmt.Sprintf("http://%s/fault?service=%s&mode=503&for=%s", r.control, url.QueryEscape(f.Subject), f.For)
+		resp, err := http.Post(u, "text/plain", nil)
+		if err != nil {
+			l.log.Error("fault: control endpoint", "target", f.Subject, "err", err)
+			return
+		}
+		resp.Body.Close()
+	case EngineKill:
+		if e := l.engine(f.Subject); e != nil {
+			e.proc.signal(syscall.SIGKILL)
+		}
+	case EngineFreeze:
+		if e := l.engine(f.Subject); e != nil {
+			l.freeze(ctx, e.proc, f.For)
+		}
+	case DriverFreeze:
+		l.freeze(ctx, l.driver, f.For)
+	}
+}
+
+func (l *local) engine(node string) *engineProc {
+	for _, e := range l.engines {
+		if e.node == node {
+			return e
+		}
+	}
+	return nil
+}
+
+// freeze stops p with SIGSTOP and resumes it after d (or when the run
+// ends).
+func (l *local) freeze(ctx context.Context, p *proc, d time.Duration) {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	p.signal(syscall.SIGCONT)
+	l.log.Info("fault: resumed", "process", p.name)
+}
+
+// roll replaces a target's replica the way a rolling update does: the new
+// replica starts and becomes an endpoint; then the old one is told to stop.
+// A graceful replica has a pre-stop wait: it leaves the endpoints first and
+// gets SIGTERM once they have propagated, then drains. A naive replica
+// (--no-drain) gets SIGTERM at once while the endpoints still route to it
+// for the propagation lag.
+func (l *local) roll(ctx context.Context, name string) {
+	begin := time.Now()
+	svc := l.services[name]
+	l.mu.Lock()
+	old := l.replicas[name]
+	l.mu.Unlock()
+	nw, err := l.startReplica(ctx, name)
+	if err != nil {
+		fmt.Fprintf(l.rolls, "FAILED %s %s: %v\n", name, begin.UTC().Format(time.RFC3339Nano), err)
+		l.log.Error("roll failed", "target", name, "err", err)
+		return
+	}
+	svc.Add(nw.addr)
+	l.mu.Lock()
+	l.replicas[name] = nw
+	l.mu.Unlock()
+	sleep := func(d time.Duration) {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
+	if l.o.NoDrain {
+		old.proc.signal(syscall.SIGTERM)
+		sleep(l.o.Lag)
+		svc.Remove(old.addr)
+	} else {
+		svc.Remove(old.addr)
+		sleep(l.o.Lag)
+		old.proc.signal(syscall.SIGTERM)
+	}
+	line := fmt.Sprintf("ROLLED %s %s", name, begin.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintln(l.rolls, line)
+	fmt.Fprintln(l.stderr, line)
+}
+
+// stopAll stops every child process and local Service.
+func (l *local) stopAll() {
+	l.mu.Lock()
+	procs := append([]*proc(nil), l.procs...)
+	l.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.stop(10 * time.Second)
+		}()
+	}
+	wg.Wait()
+	for _, s := range l.services {
+		s.Close()
+	}
+}

@@ -1,0 +1,124 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/sortie-soak/sortie/driver"
+	"github.com/sortie-soak/sortie/engine"
+	"github.com/sortie-soak/sortie/fixture"
+	"github.com/sortie-soak/sortie/gate"
+	"github.com/sortie-soak/sortie/internal/cli"
+)
+
+const usage = `Usage: soak <command> [flags]
+
+Commands:
+  local    run the whole soak loop on this machine (see soak local --help)
+
+The soak binary also carries the programs a local run starts as its child
+processes, so one binary is all a run needs:
+  engine   sortie-engine     target   sortie-target
+  driver   sortie            gate     sortie-gate
+`
+
+const localUsage = `Usage: soak local [--duration 60s] [--nodes 2] [--targets FILE] [--out DIR]
+                  [--rolls] [--no-drain] [--fault SPEC]...
+
+Runs a whole soak on this machine: one fixture target process per target,
+each behind a local Service address; one engine per node as a child process
+on its own loopback address (node-a on 127.0.0.11, node-b on 127.0.0.12, ...);
+the plan rendered for them (default: 8 targets, 60 rps per node, 9 x 6 + 3 x 2);
+the driver as a child process writing the report and the results stream; and
+the gate grading the run per target and per node. It prints the gate's lines
+on stdout and exits with the gate's code: 0 PASS, 1 FAIL, 2 unusable input,
+3 nothing graded. Every child process is stopped on exit, also on Ctrl-C.
+
+The run directory DIR/<tag>/ holds plan.yaml, shares.tsv, engines.tsv,
+report.json, results.jsonl, sortie.log (the driver's stderr), sortie.out,
+rolls.log, and a log per engine and target replica.
+
+Faults (--fault, repeatable; times after the load start):
+  target-down:<target>@<start>+<length>   the target answers 503 for the window
+  engine-kill:<node>@<start>              SIGKILL the node's engine
+  engine-freeze:<node>@<start>+<length>   SIGSTOP the engine, SIGCONT after the window
+  driver-freeze:@<start>+<length>         SIGSTOP the driver, SIGCONT after the window
+
+--rolls restarts every target once, spread over the middle of the run, like
+a rolling update: a new replica starts and joins the Service, then the old
+one leaves the endpoints, waits out the propagation lag (its pre-stop) and
+gets SIGTERM, and drains: the soak must PASS with zero failures. Each roll
+logs "ROLLED <target> <time>" on stderr and in rolls.log. With --no-drain
+the replicas are naive servers: SIGTERM at once, exit at once, while the
+endpoints still route to them for the lag: the negative control, which must
+FAIL with the failures on the rolled targets.
+
+Flags:
+`
+
+// Run is the soak binary's main.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return cli.Usage(errors.New("no command"))
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "local":
+		return runLocal(ctx, rest, stdout, stderr)
+	case "engine":
+		return engine.Run(ctx, rest, stdout, stderr)
+	case "target":
+		return fixture.Run(ctx, rest, stdout, stderr)
+	case "driver":
+		return driver.Run(ctx, rest, stdout, stderr)
+	case "gate":
+		return gate.Run(ctx, rest, stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return cli.Usage(fmt.Errorf("unknown command %q", cmd))
+}
+
+func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := DefaultLocalOptions()
+	fs := flag.NewFlagSet("soak local", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, localUsage)
+		fs.PrintDefaults()
+	}
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "how long the load runs (whole seconds)")
+	fs.IntVar(&o.Nodes, "nodes", o.Nodes, "engines, one per simulated node")
+	fs.IntVar(&o.Rate, "rate", o.Rate, "requests per second per node over all targets")
+	fs.StringVar(&o.TargetsFile, "targets", o.TargetsFile, "targets `FILE` (name url weight); default: the built-in 8-target shape")
+	fs.StringVar(&o.Out, "out", o.Out, "`DIR` that receives the run directory")
+	fs.StringVar(&o.Tag, "tag", o.Tag, "name of the run directory (default local-<UTC time>)")
+	fs.BoolVar(&o.Rolls, "rolls", o.Rolls, "restart every target once during the run, like a rolling update")
+	fs.BoolVar(&o.NoDrain, "no-drain", o.NoDrain, "run the targets as naive servers that exit at once on SIGTERM")
+	fs.Var((*faultList)(&o.Faults), "fault", "inject a fault `SPEC` (repeatable; see above)")
+	fs.DurationVar(&o.Progress, "progress", o.Progress, "interval of the driver's progress lines per target and node")
+	fs.DurationVar(&o.DeadlineGrace, "deadline-grace", o.DeadlineGrace, "the driver's slack before a silent engine's deadline")
+	fs.DurationVar(&o.Lag, "lag", o.Lag, "how long a replica that leaves the endpoints still receives new connections")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return cli.Usage(err)
+	}
+	if fs.NArg() > 0 {
+		return cli.Usage(fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the soak binary: %w", err)
+	}
+	return Local(ctx, o, self, stdout, stderr)
+}
