@@ -1,0 +1,84 @@
+package render_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sortie-soak/sortie/driver/plan"
+	"github.com/sortie-soak/sortie/render"
+)
+
+// TestGoldenPlansParse reads every rendered golden plan with the driver's
+// own parser and compiler, so a plan the renderer writes is one the driver
+// runs: the schema, the spellings and the rate arithmetic all agree.
+func TestGoldenPlansParse(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "golden", "render-*.golden"))
+	if len(paths) < 8 {
+		t.Fatalf("only %d golden plans", len(paths))
+	}
+	for _, path := range paths {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plan.Parse(path, data)
+			if err != nil {
+				t.Fatalf("the driver refuses a rendered plan:\n%v", err)
+			}
+			if len(p.Pools) != 1 || len(p.Scenarios) != 1 {
+				t.Fatalf("%d pools, %d scenarios", len(p.Pools), len(p.Scenarios))
+			}
+			pool, s := p.Pools[0], p.Scenarios[0]
+			if pool.Name != render.PoolName || s.Name != render.ScenarioName || s.Pool != pool.Name {
+				t.Errorf("pool %q, scenario %q on %q", pool.Name, s.Name, s.Pool)
+			}
+			ex := s.Executor
+			if ex.Type != "constant-rate" || !ex.PerBackend || !ex.OpenLoop || ex.Duration <= 0 || ex.Duration%time.Second != 0 {
+				t.Errorf("executor %+v", ex)
+			}
+			if len(s.Headers) != 1 || s.Headers[0].Name != "User-Agent" || s.Headers[0].Value != render.UserAgent {
+				t.Errorf("headers %+v", s.Headers)
+			}
+			if s.Stats != nil && (s.Stats.Prefix != render.StatsPrefix || s.Stats.Backend != "name" || s.Stats.FlushInterval != render.StatsFlush) {
+				t.Errorf("stats %+v", s.Stats)
+			}
+			var total uint32
+			for _, tg := range s.Targets {
+				total += tg.Weight
+			}
+			if total != ex.Rate {
+				t.Errorf("weights add up to %d, not the rate %d", total, ex.Rate)
+			}
+			// Compile over as many backends as the floor was written for:
+			// every per-worker split must be exact.
+			n := len(pool.Services)
+			if pool.DNS != "" {
+				n = 5 // any count: per_backend rates do not depend on it
+			}
+			backends := make([]string, n)
+			for i := range backends {
+				backends[i] = "127.0.0." + strconv.Itoa(11+i) + ":8443"
+			}
+			c, err := p.Compile(map[string][]string{pool.Name: backends})
+			if err != nil {
+				t.Fatalf("compile: %v", err)
+			}
+			execs := c.Scenarios[0].Stages[0].Executions
+			if len(execs) != len(s.Targets) {
+				t.Fatalf("%d executions for %d targets", len(execs), len(s.Targets))
+			}
+			for i, e := range execs {
+				want := uint64(s.Targets[i].Weight) * uint64(ex.Duration/time.Second)
+				for addr, got := range e.Planned {
+					if got != want {
+						t.Errorf("%s on %s: %d requests planned, want %d (weight x seconds)", e.Label, addr, got, want)
+					}
+				}
+			}
+		})
+	}
+}
