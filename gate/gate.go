@@ -159,11 +159,11 @@ Flags:
 
 const helpText = `
 Files of --dir RUNDIR (each used when present, unless its flag is given):
-  `+DirReport+`    the report            (--report)
-  `+DirStream+`  the results stream    (--stream; used only when there is no `+DirReport+`)
-  `+DirShares+`     the share table       (--shares)
-  `+DirEngines+`    the engine list       (--engines)
-  `+DirLog+`     the driver's log      (--log)
+  ` + DirReport + `    the report            (--report)
+  ` + DirStream + `  the results stream    (--stream; used only when there is no ` + DirReport + `)
+  ` + DirShares + `     the share table       (--shares)
+  ` + DirEngines + `    the engine list       (--engines)
+  ` + DirLog + `     the driver's log      (--log)
 
 A target passes when ALL of these hold:
   - it is in the report once, and was run (not_run: NOT RUN) and not refused

@@ -433,12 +433,9 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 	default:
 		add("the report gives no planned rate, and there is no share table: the count floor cannot be judged")
 	}
-	// Planned requests per node: share x (D - T/2) for a ramp of T from 0
-	// within a duration D (the ramp sends half its full-rate count).
 	var planned *big.Rat
 	if perBackend != nil {
-		eff := new(big.Rat).SetFrac64(2*e.DurationMs-e.RampMs, 2000)
-		planned = new(big.Rat).Mul(perBackend, eff)
+		planned = plannedPerNode(perBackend, e.DurationMs, e.RampMs)
 		t.RatePlanned = fmtRat(new(big.Rat).Mul(perBackend, big.NewRat(int64(N), 1)))
 		t.HTTP2xxPlanned = fmtRat(new(big.Rat).Mul(planned, big.NewRat(int64(N), 1)))
 	}
@@ -449,7 +446,7 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 
 	// Every engine this execution concerns: dispatched ones in dispatch
 	// order, then any that answered or erred without being dispatched.
-	refusedExec := e.Refused == report.RefusedExecutionCap || (e.Refused == "" && strings.Contains(e.Error, "refused a start because the engine is at"))
+	refusedExec := refused(e)
 	var nodes []*nodeState
 	byAddr := map[string]*nodeState{}
 	get := func(addr string) *nodeState {
@@ -476,10 +473,7 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 	for i := range e.BackendErrors {
 		be := &e.BackendErrors[i]
 		ns := get(be.Backend)
-		// A refusal is the engine's mark; a report from before the mark
-		// existed worded it only, and there every error of a refused
-		// execution was a refusal.
-		if be.Refused == report.RefusedExecutionCap || (refusedExec && e.Refused == "") {
+		if refusedBy(e, be) {
 			ns.refused = be
 		} else if ns.lost == nil {
 			ns.lost = be
@@ -592,15 +586,9 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 						nr = append(nr, fmt.Sprintf("http_2xx above %s%% of the planned %s", fmtRat(g.ceiling), fmtRat(planned)))
 					}
 				}
-				// More than 5 % off the planned duration, either side.
-				d := e.DurationMs
-				diff := r.ElapsedMs - d
-				if diff < 0 {
-					diff = -diff
-				}
-				if d > 0 && big.NewInt(0).Mul(big.NewInt(diff), big.NewInt(100)).Cmp(big.NewInt(0).Mul(big.NewInt(d), big.NewInt(5))) > 0 {
+				if offPlanned(r.ElapsedMs, e.DurationMs) {
 					offPlan = append(offPlan, fmt.Sprintf("%s=%ss", nd.Node, fmtMsAsS(r.ElapsedMs)))
-					nr = append(nr, fmt.Sprintf("ran off plan: %ss of %ss", fmtMsAsS(r.ElapsedMs), fmtMsAsS(d)))
+					nr = append(nr, fmt.Sprintf("ran off plan: %ss of %ss", fmtMsAsS(r.ElapsedMs), fmtMsAsS(e.DurationMs)))
 				}
 			}
 			if g.in.MaxP99 > 0 {
@@ -763,6 +751,45 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 	return t, nothingPlanned
 }
 
+// plannedPerNode is share x (D - T/2) seconds: what a constant rate sends
+// over the duration D, less the half that a linear ramp from zero over T
+// does not send. D and T are in milliseconds; the result is exact.
+func plannedPerNode(share *big.Rat, durMs, rampMs int64) *big.Rat {
+	num := new(big.Int).Mul(big.NewInt(durMs), big.NewInt(2))
+	num.Sub(num, big.NewInt(rampMs))
+	eff := new(big.Rat).SetFrac(num, big.NewInt(2000))
+	return eff.Mul(eff, share)
+}
+
+// offPlanned says an elapsed time is more than 5 % off the planned
+// duration, either side. (A frozen node that thawed hands back several
+// times the duration; one that stopped early, a fraction of it.)
+func offPlanned(elapsedMs, durMs int64) bool {
+	if durMs <= 0 {
+		return false
+	}
+	diff := new(big.Int).Sub(big.NewInt(elapsedMs), big.NewInt(durMs))
+	diff.Abs(diff).Mul(diff, big.NewInt(100))
+	return diff.Cmp(new(big.Int).Mul(big.NewInt(durMs), big.NewInt(5))) > 0
+}
+
+// refusalText is how a report from before the "refused" mark worded a
+// start refused at an engine's execution cap.
+const refusalText = "refused a start because the engine is at"
+
+// refused says an execution was refused at an engine's execution cap: by
+// its mark, or, in a report from before the mark existed, by its words.
+func refused(e Execution) bool {
+	return e.Refused == report.RefusedExecutionCap || (e.Refused == "" && strings.Contains(e.Error, refusalText))
+}
+
+// refusedBy says a backend error is an engine's refusal, not a lost
+// backend. The engine's mark says so; in a report from before the mark
+// existed, every backend error of a refused execution was a refusal.
+func refusedBy(e Execution, be *report.BackendError) bool {
+	return be.Refused == report.RefusedExecutionCap || (e.Refused == "" && refused(e))
+}
+
 // pct is p percent of x.
 func pct(x, p *big.Rat) *big.Rat {
 	r := new(big.Rat).Mul(x, p)
@@ -891,10 +918,10 @@ func (g *grader) lostSummary(execs []Execution) []Lost {
 	var out []Lost
 	idx := map[string]int{}
 	for _, e := range execs {
-		refusedExec := e.Refused == report.RefusedExecutionCap || (e.Refused == "" && strings.Contains(e.Error, "refused a start because the engine is at"))
 		seen := map[string]bool{}
-		for _, be := range e.BackendErrors {
-			if be.Refused == report.RefusedExecutionCap || (refusedExec && e.Refused == "") || seen[be.Backend] {
+		for i := range e.BackendErrors {
+			be := &e.BackendErrors[i]
+			if refusedBy(e, be) || seen[be.Backend] {
 				continue
 			}
 			seen[be.Backend] = true

@@ -1,0 +1,265 @@
+package gate
+
+import (
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/sortie-soak/sortie/driver/report"
+)
+
+const (
+	addrA = "10.9.0.1:8443"
+	addrB = "10.9.0.2:8443"
+)
+
+// result is a clean backend result with n 2xx over the given elapsed time.
+func result(addr string, n uint64, elapsedMs int64, more map[string]uint64) report.BackendResult {
+	c := map[string]uint64{"benchmark.http_2xx": n}
+	for k, v := range more {
+		c[k] = v
+	}
+	return report.BackendResult{Backend: addr, ElapsedMs: elapsedMs, StartedAt: "2026-05-01T08:00:00.300Z", Counters: c}
+}
+
+// execution is one ran execution of "s/<target>" on addrA and addrB.
+func execution(t *testing.T, target, rate string, durMs int64, results ...report.BackendResult) Execution {
+	t.Helper()
+	r, err := parseDecimal(rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := r.Float64()
+	return Execution{
+		Execution: report.Execution{
+			Label: "s/" + target, Scenario: "s", Rate: f, PerBackend: true, DurationMs: durMs,
+			ElapsedMs: durMs + 500, StartedAt: "2026-05-01T08:00:00.100Z", EndedAt: "2026-05-01T08:30:00.100Z",
+			Backends: []string{addrA, addrB}, Results: results,
+		},
+		rate: r, hasResults: len(results) > 0,
+	}
+}
+
+func input(execs ...Execution) Input {
+	return Input{Source: &Source{Kind: "report", Executions: execs}, Backends: 2, FloorPct: big.NewRat(99, 1)}
+}
+
+func TestFloor(t *testing.T) {
+	for _, tc := range []struct {
+		floor string
+		count uint64
+		pass  bool
+	}{
+		{"99", 1336, false}, // 99 % of 1350 is 1336.5
+		{"99", 1337, true},
+		{"99", 1349, true}, // a late-woken worker ends one short
+		{"99", 1350, true},
+		{"99", 1363, true}, // 101 % is 1363.5
+		{"99", 1364, false},
+		{"99", 1400, false},
+		{"100", 1349, false},
+		{"100", 1350, true},
+		{"100", 1351, false},
+		{"99.5", 1343, false}, // 1343.25
+		{"99.5", 1344, true},
+		{"99", 0, false}, // nothing sent is never a pass
+	} {
+		e := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil), result(addrB, tc.count, 150001, nil))
+		in := input(e)
+		in.FloorPct, _ = parseDecimal(tc.floor)
+		v := Grade(in)
+		if got := v.Targets[0].Status == ResultPass; got != tc.pass {
+			t.Errorf("floor %s%%, %d of 1350: pass=%v, want %v (%v)", tc.floor, tc.count, got, tc.pass, v.Targets[0].Reasons)
+		}
+	}
+}
+
+func TestPlanned(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		rate       string
+		perBackend bool
+		durMs      int64
+		rampMs     int64
+		want       string // planned per node
+		wantPool   string
+	}{
+		{"constant", "9", true, 150000, 0, "1350", "2700"},
+		{"decimal rate is exact", "5.94", true, 150000, 0, "891", "1782"},
+		{"pool rate is split", "18", false, 150000, 0, "1350", "2700"},
+		{"ramp: R*T/2 + R*(D-T)", "10", true, 60000, 20000, "500", "1000"},
+		{"all ramp", "3", true, 1000, 1000, "1.5", "3"},
+		{"8h30m at 9 rps", "9", true, 30600000, 0, "275400", "550800"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := execution(t, "a", tc.rate, tc.durMs, result(addrA, 1, tc.durMs, nil), result(addrB, 1, tc.durMs, nil))
+			e.PerBackend = tc.perBackend
+			e.RampMs = tc.rampMs
+			v := Grade(input(e))
+			tg := v.Targets[0]
+			if tg.Nodes[0].Planned != tc.want || tg.HTTP2xxPlanned != tc.wantPool {
+				t.Errorf("planned %s per node, %s in all; want %s, %s", tg.Nodes[0].Planned, tg.HTTP2xxPlanned, tc.want, tc.wantPool)
+			}
+		})
+	}
+}
+
+func TestClassesNeverSummed(t *testing.T) {
+	e := execution(t, "a", "9", 150000,
+		result(addrA, 1350, 150001, nil),
+		result(addrB, 1346, 150001, map[string]uint64{
+			"benchmark.stream_resets":                         2,
+			"benchmark.stream_resets_before_headers":          2,
+			"benchmark.stream_resets_remote_reset":            2,
+			"benchmark.http_5xx":                              2,
+			"benchmark.stream_resets_fancy_new":               0, // a zero counter is not a failure
+			"benchmark.pool_failure_local_connection_failure": 0,
+		}))
+	v := Grade(input(e))
+	got := strings.Join(v.Targets[0].Reasons, " | ")
+	want := "failures http_5xx=2 [node=2] stream_resets=2 [node=2] stream_resets_before_headers=2 [node=2] stream_resets_remote_reset=2 [node=2]"
+	want = strings.ReplaceAll(want, "node", addrB)
+	if got != want {
+		t.Errorf("reasons\n got %s\nwant %s", got, want)
+	}
+	if strings.Contains(got, "=6") || strings.Contains(got, "=8") {
+		t.Errorf("classes were added up: %s", got)
+	}
+}
+
+func TestNodeNames(t *testing.T) {
+	named := result(addrB, 1350, 150001, nil)
+	named.BackendName = "from-engine"
+	e := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil), named)
+	e.Backends = append(e.Backends, "[fd00::7]:8443")
+	e.Results = append(e.Results, result("[fd00::7]:8443", 1350, 150001, nil))
+	in := input(e)
+	in.Backends = 3
+	in.Engines = []Engine{{Addr: "10.9.0.1", Node: "from-list"}, {Addr: "fd00::7", Node: "v6-node"}}
+	v := Grade(in)
+	var got []string
+	for _, n := range v.Targets[0].Nodes {
+		got = append(got, n.Node)
+	}
+	if diff := cmp.Diff([]string{"from-list", "from-engine", "v6-node"}, got); diff != "" {
+		t.Errorf("node names (-want +got):\n%s", diff)
+	}
+	in.Engines = nil
+	v = Grade(in)
+	if n := v.Targets[0].Nodes[0].Node; n != addrA {
+		t.Errorf("without a list or a backend_name the node is %q, want the address", n)
+	}
+}
+
+func TestUnobserved(t *testing.T) {
+	clean := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil), result(addrB, 1350, 150001, nil))
+	zero := execution(t, "z", "0", 150000, result(addrA, 0, 150001, nil), result(addrB, 0, 150001, nil))
+	for _, tc := range []struct {
+		name   string
+		in     Input
+		result string
+	}{
+		{"no execution", input(), ResultUnobserved},
+		{"empty share table", func() Input { in := input(clean); in.Shares = []Share{}; return in }(), ResultUnobserved},
+		{"nothing planned anywhere", input(zero), ResultUnobserved},
+		{"one target planned nothing", input(clean, zero), ResultFail},
+		{"clean", input(clean), ResultPass},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Grade(tc.in)
+			if v.Result != tc.result {
+				t.Errorf("result %s, want %s (%+v)", v.Result, tc.result, v.Targets)
+			}
+			want := map[string]int{ResultPass: 0, ResultFail: 1, ResultUnobserved: 3}[tc.result]
+			if v.ExitCode != want {
+				t.Errorf("exit %d, want %d", v.ExitCode, want)
+			}
+		})
+	}
+}
+
+func TestShares(t *testing.T) {
+	e := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil), result(addrB, 1350, 150001, nil))
+	share := func(name, rps string) Share {
+		r, _ := parseDecimal(rps)
+		return Share{Name: name, RPS: rps, rps: r}
+	}
+	for _, tc := range []struct {
+		name   string
+		shares []Share
+		want   []string // status and first reason per target
+	}{
+		{"match by target name", []Share{share("a", "9")}, []string{"PASS"}},
+		{"match by full label", []Share{share("s/a", "9")}, []string{"PASS"}},
+		{"different rate", []Share{share("a", "6")}, []string{"FAIL the report plans 9 rps per backend, the share table 6 (a different plan?)"}},
+		{"missing", []Share{share("a", "9"), share("b", "3")}, []string{"PASS", "FAIL missing from the report (never driven)"}},
+		{"extra", []Share{share("b", "3")}, []string{"FAIL missing from the report (never driven)", "FAIL in the report but not in the share table (a different plan?)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := input(e)
+			in.Shares = tc.shares
+			v := Grade(in)
+			var got []string
+			for _, tg := range v.Targets {
+				s := tg.Status
+				if len(tg.Reasons) > 0 {
+					s += " " + tg.Reasons[0]
+				}
+				got = append(got, s)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestMaxP99(t *testing.T) {
+	slow := result(addrB, 1350, 150001, nil)
+	slow.Statistics = map[string]report.Statistic{"benchmark_http_client.latency_2xx": {Count: 1350, Unit: "ns", P50: 4e6, P99: 250e6, Max: 900e6}}
+	fast := result(addrA, 1350, 150001, nil)
+	fast.Statistics = map[string]report.Statistic{"benchmark_http_client.latency_2xx": {Count: 1350, Unit: "ns", P50: 1e6, P99: 3e6, Max: 9e6}}
+	e := execution(t, "a", "9", 150000, fast, slow)
+	for _, tc := range []struct {
+		max  time.Duration
+		pass bool
+	}{{0, true}, {time.Second, true}, {250 * time.Millisecond, true}, {249 * time.Millisecond, false}} {
+		in := input(e)
+		in.MaxP99 = tc.max
+		v := Grade(in)
+		tg := v.Targets[0]
+		if got := tg.Status == ResultPass; got != tc.pass {
+			t.Errorf("--max-p99 %s: pass=%v, want %v (%v)", tc.max, got, tc.pass, tg.Reasons)
+		}
+		if tg.Latency == nil || *tg.Latency.P99Ms != 250 || *tg.Latency.MaxMs != 900 {
+			t.Errorf("worst latency %+v, want p99 250ms max 900ms", tg.Latency)
+		}
+	}
+}
+
+func TestOffPlan(t *testing.T) {
+	for _, tc := range []struct {
+		elapsed int64
+		pass    bool
+	}{{150000, true}, {157500, true}, {157501, false}, {142500, true}, {142499, false}} {
+		// The count is kept within the floor so only the duration is judged.
+		e := execution(t, "a", "9", 150000, result(addrA, 1350, 150000, nil), result(addrB, 1350, tc.elapsed, nil))
+		v := Grade(input(e))
+		if got := v.Targets[0].Status == ResultPass; got != tc.pass {
+			t.Errorf("elapsed %d of 150000 ms: pass=%v, want %v (%v)", tc.elapsed, got, tc.pass, v.Targets[0].Reasons)
+		}
+	}
+}
+
+func TestSilentBackend(t *testing.T) {
+	// Dispatched to two, one answered, nobody says why the other did not:
+	// that node is named, never read as zero.
+	e := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil))
+	v := Grade(input(e))
+	tg := v.Targets[0]
+	if tg.Status != ResultFail || !strings.Contains(strings.Join(tg.Reasons, "|"), "no result and no error from ["+addrB+"]") {
+		t.Errorf("got %s %v", tg.Status, tg.Reasons)
+	}
+}
