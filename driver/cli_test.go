@@ -74,6 +74,8 @@ func TestCLIExitCodes(t *testing.T) {
 		{name: "run every problem at once", args: []string{"run", "--cancel-wait", "0s", "--progress=-1s"}, code: 2, errHas: "run needs a PLAN\n--progress must not be negative"},
 		{name: "run missing plan", args: []string{"run", filepath.Join(t.TempDir(), "nope.yaml")}, code: 2, errHas: "nope.yaml"},
 		{name: "run invalid plan", args: []string{"run", invalid}, code: 2, errHas: "invalid.yaml:9:5"},
+		{name: "run report not writable", args: []string{"run", valid, "-o", filepath.Join(t.TempDir(), "no", "such", "dir", "r.json")}, code: 2, errHas: "cannot be written"},
+		{name: "run stream not writable", args: []string{"run", valid, "--results-stream", filepath.Join(t.TempDir(), "no", "s.jsonl")}, code: 2, errHas: "results stream"},
 		{name: "validate", args: []string{"validate", valid}, code: 0, stdoutHas: "mesh"},
 		{name: "validate invalid", args: []string{"validate", invalid}, code: 2, errHas: "invalid.yaml:9:5"},
 		{name: "validate help", args: []string{"validate", "--help"}, code: 0, stderrHas: "Usage: sortie validate PLAN"},

@@ -22,6 +22,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -224,6 +226,13 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 		return cli.Usage(err)
 	}
 
+	// A report that cannot be written is found out now, not after hours
+	// of load.
+	if f.output != "" {
+		if err := checkWritable(f.output); err != nil {
+			return cli.Usage(err)
+		}
+	}
 	var stream *report.StreamWriter
 	if f.stream != "" {
 		if stream, err = report.OpenStream(f.stream); err != nil {
@@ -332,6 +341,18 @@ func stageName(sc *scenarioRun, st *stageRun) string {
 		return sc.name
 	}
 	return sc.name + "/" + st.name
+}
+
+// checkWritable checks that a report can be created next to path: the
+// report is written there through a temporary file and a rename.
+func checkWritable(path string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check-*")
+	if err != nil {
+		return fmt.Errorf("report %s cannot be written: %w", path, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
 }
 
 // newRunID makes the prefix of this run's execution ids, unique enough
