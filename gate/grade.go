@@ -309,7 +309,6 @@ func Grade(in Input) Verdict {
 // grader holds what every target's grading needs.
 type grader struct {
 	in       Input
-	nodeOf   map[string]string // engine host or address -> node
 	nameOf   map[string]string // backend address -> backend_name from results
 	floor    *big.Rat
 	ceiling  *big.Rat
@@ -317,11 +316,8 @@ type grader struct {
 }
 
 func newGrader(in Input) *grader {
-	g := &grader{in: in, nodeOf: map[string]string{}, nameOf: map[string]string{}, backends: in.Backends}
-	for _, e := range in.Engines {
-		g.nodeOf[e.Addr] = e.Node
-		g.nodeOf[hostOf(e.Addr)] = e.Node
-	}
+	g := &grader{in: in, nameOf: map[string]string{}, backends: in.Backends}
+
 	for _, e := range in.Source.Executions {
 		for _, r := range e.Results {
 			if r.BackendName != "" {
@@ -340,11 +336,16 @@ func newGrader(in Input) *grader {
 // node names an engine address: by the engine list, else by the engine's
 // own --backend-name, else by the address itself.
 func (g *grader) node(addr string) string {
-	if n, ok := g.nodeOf[addr]; ok {
-		return n
+	// An exact entry wins over one that names the whole host.
+	for _, en := range g.in.Engines {
+		if en.Addr == addr {
+			return en.Node
+		}
 	}
-	if n, ok := g.nodeOf[hostOf(addr)]; ok {
-		return n
+	for _, en := range g.in.Engines {
+		if en.matches(addr) {
+			return en.Node
+		}
 	}
 	if n, ok := g.nameOf[addr]; ok {
 		return n
@@ -660,7 +661,7 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 		for _, en := range g.in.Engines {
 			found := false
 			for _, b := range e.Backends {
-				if b == en.Addr || hostOf(b) == hostOf(en.Addr) {
+				if en.matches(b) {
 					found = true
 					break
 				}

@@ -153,6 +153,25 @@ func TestNodeNames(t *testing.T) {
 	}
 }
 
+func TestEnginesOnOneHost(t *testing.T) {
+	// Two engines on one host, told apart by their ports; a third node in
+	// the list was never dispatched to.
+	a, b := "127.0.0.1:7001", "127.0.0.1:7002"
+	e := execution(t, "a", "9", 150000, result(a, 1350, 150001, nil), result(b, 1350, 150001, nil))
+	e.Backends = []string{a, b}
+	in := input(e)
+	in.Backends = 3
+	in.Engines = []Engine{{Addr: a, Node: "one"}, {Addr: b, Node: "two"}, {Addr: "127.0.0.1:7003", Node: "three"}}
+	v := Grade(in)
+	tg := v.Targets[0]
+	if got := []string{tg.Nodes[0].Node, tg.Nodes[1].Node}; got[0] != "one" || got[1] != "two" {
+		t.Errorf("nodes %v, want [one two]", got)
+	}
+	if r := strings.Join(tg.Reasons, "|"); !strings.Contains(r, "backends 2/3 dispatched (not dispatched: three)") {
+		t.Errorf("reasons %q do not name the node missing from the pool", r)
+	}
+}
+
 func TestUnobserved(t *testing.T) {
 	clean := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil), result(addrB, 1350, 150001, nil))
 	zero := execution(t, "z", "0", 150000, result(addrA, 0, 150001, nil), result(addrB, 0, 150001, nil))

@@ -206,14 +206,15 @@ func decodeExecution(raw []byte) (Execution, error) {
 // wrote. An execution that ran must carry started_at (the releases without
 // it did not count requests still in flight at the end, so a zero there
 // means "not counted", not "none"), and per-backend results unless its
-// backend errors or its error say why there are none.
+// backend errors or its error say why there are none. A refused execution
+// has no counters to misread and fails anyway, so it needs neither.
 func checkFormat(execs []Execution) error {
 	var noStart, noResults []string
 	for _, e := range execs {
 		if e.NotRun {
 			continue
 		}
-		if e.StartedAt == "" {
+		if e.StartedAt == "" && !refused(e) {
 			noStart = append(noStart, e.Label)
 		}
 		if !e.hasResults && len(e.BackendErrors) == 0 && e.Error == "" {
@@ -327,9 +328,19 @@ type Engine struct {
 	Node string
 }
 
+// matches says the engine list's entry names the engine at addr: exactly
+// when the entry has a port, by host when it has none.
+func (en Engine) matches(addr string) bool {
+	if en.Addr == addr {
+		return true
+	}
+	return hostOf(en.Addr) == en.Addr && hostOf(addr) == en.Addr
+}
+
 // ReadEngines reads an engine list: "address node [pod]" per line,
-// separated by tabs or spaces; the address may carry a port. Blank lines and
-// lines starting with # are ignored; an address listed twice is an error.
+// separated by tabs or spaces. An address with a port names that engine
+// only; one without names every engine on that host. Blank lines and lines
+// starting with # are ignored; an address listed twice is an error.
 func ReadEngines(r io.Reader) ([]Engine, error) {
 	var out []Engine
 	seen := map[string]int{}
@@ -337,7 +348,7 @@ func ReadEngines(r io.Reader) ([]Engine, error) {
 		if len(f) < 2 {
 			return fmt.Errorf("line %d: want \"address node [pod]\", got %d field(s)", n, len(f))
 		}
-		h := hostOf(f[0])
+		h := f[0]
 		if prev, ok := seen[h]; ok {
 			return fmt.Errorf("line %d: engine %s is already listed on line %d", n, f[0], prev)
 		}

@@ -86,6 +86,7 @@ func TestReadReport(t *testing.T) {
 		{name: "ramp past the end", in: `{"executions":[{"label":"a","rate":1,"duration_ms":10,"ramp_ms":11}]}`, err: "ramp_ms 11 is longer"},
 		{name: "bad time", in: `{"executions":[{"label":"a","rate":1,"started_at":"yesterday"}]}`, err: "started_at"},
 		{name: "no started_at", in: `{"executions":[{"label":"a","rate":1,"results":[]}]}`, err: "without started_at: a"},
+		{name: "refused needs no started_at", in: `{"executions":[{"label":"a","rate":1,"refused":"execution_cap","error":"cap"}]}`},
 		{name: "not run needs neither", in: `{"executions":[{"label":"a","rate":1,"not_run":true}]}`},
 		{name: "no results, lost backends say why", in: `{"executions":[{"label":"a","rate":1,"started_at":"2026-05-01T08:00:00.000Z","backend_errors":[{"backend":"x","error":"lost"}]}]}`},
 		{name: "no results, error says why", in: `{"executions":[{"label":"a","rate":1,"started_at":"2026-05-01T08:00:00.000Z","error":"execution cancelled"}]}`},
@@ -141,7 +142,7 @@ func TestReadEngines(t *testing.T) {
 	}
 	for _, bad := range []struct{ in, err string }{
 		{"10.9.0.1\n", "line 1: want"},
-		{"10.9.0.1 a\n10.9.0.1:8443 b\n", "already listed on line 1"},
+		{"10.9.0.1:8443 a\n10.9.0.1:8443 b\n", "already listed on line 1"},
 	} {
 		if _, err := ReadEngines(strings.NewReader(bad.in)); err == nil || !strings.Contains(err.Error(), bad.err) {
 			t.Errorf("ReadEngines(%q): error %v, want %q", bad.in, err, bad.err)
