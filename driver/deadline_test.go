@@ -332,4 +332,3 @@ func TestInterruptBeforeStart(t *testing.T) {
 		t.Errorf("lines:\n%s", lines)
 	}
 }
-

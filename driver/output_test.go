@@ -93,7 +93,7 @@ func TestLinesGolden(t *testing.T) {
 	l.running(&execRun{label: "mesh/svc-1", rate: 10, perBackend: true, duration: 3 * time.Second}, backends)
 	l.running(&execRun{label: "ramp", rate: 20, duration: 90 * time.Second, ramp: 30 * time.Second}, backends)
 	l.progress("mesh/svc-1", "10.0.0.1:8443", &enginev1.Progress{Elapsed: durationpb.New(1530 * time.Millisecond),
-		Counters: map[string]uint64{"benchmark.http_2xx": 15, "benchmark.http_5xx": 2, "benchmark.pool_overflow": 1, "benchmark.http_inflight_lost": 0},
+		Counters:     map[string]uint64{"benchmark.http_2xx": 15, "benchmark.http_5xx": 2, "benchmark.pool_overflow": 1, "benchmark.http_inflight_lost": 0},
 		LatencyCount: 17, LatencyMeanNs: 2_123_456, LatencyMaxNs: 9_876_543})
 	l.progress("mesh/svc-1", "10.0.0.2:8443", &enginev1.Progress{Elapsed: durationpb.New(400 * time.Millisecond)})
 	rep := goldenReport()
