@@ -121,4 +121,3 @@ func (l *faultList) Set(v string) error {
 	*l = append(*l, f)
 	return nil
 }
-

@@ -73,6 +73,9 @@ type LocalOptions struct {
 	Progress time.Duration
 	// DeadlineGrace is the driver's slack before a silent engine's deadline.
 	DeadlineGrace time.Duration
+	// AnswerWindow and CancelWait are the driver's waits after a deadline:
+	// for an answer, then for the answer to a cancel.
+	AnswerWindow, CancelWait time.Duration
 	// Lag is how long a removed replica keeps receiving new connections,
 	// like the endpoint propagation of a real cluster.
 	Lag time.Duration
@@ -88,6 +91,8 @@ func DefaultLocalOptions() LocalOptions {
 		Out:           "out",
 		Progress:      time.Minute,
 		DeadlineGrace: 2 * time.Minute,
+		AnswerWindow:  10 * time.Second,
+		CancelWait:    30 * time.Second,
 		Lag:           time.Second,
 	}
 }
@@ -107,8 +112,8 @@ func (o LocalOptions) Validate() error {
 	if o.Out == "" {
 		errs = append(errs, errors.New("--out: want a directory"))
 	}
-	if o.Progress < 0 || o.DeadlineGrace < 0 || o.Lag < 0 {
-		errs = append(errs, errors.New("--progress, --deadline-grace and --lag must not be negative"))
+	if o.Progress < 0 || o.DeadlineGrace < 0 || o.Lag < 0 || o.AnswerWindow < 0 || o.CancelWait < 0 {
+		errs = append(errs, errors.New("--progress, --deadline-grace, --answer-window, --cancel-wait and --lag must not be negative"))
 	}
 	for _, f := range o.Faults {
 		if f.At+f.For > o.Duration && f.Kind == TargetDown {
@@ -447,6 +452,8 @@ func (l *local) runDriver(ctx context.Context) error {
 		"--results-stream", filepath.Join(l.dir, streamFile),
 		"--progress", l.o.Progress.String(),
 		"--deadline-grace", l.o.DeadlineGrace.String(),
+		"--answer-window", l.o.AnswerWindow.String(),
+		"--cancel-wait", l.o.CancelWait.String(),
 	}
 	drv, err := startProcSplit("driver", l.self, outf, pw, args...)
 	if err != nil {

@@ -106,6 +106,8 @@ func runLocal(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var((*faultList)(&o.Faults), "fault", "inject a fault `SPEC` (repeatable; see above)")
 	fs.DurationVar(&o.Progress, "progress", o.Progress, "interval of the driver's progress lines per target and node")
 	fs.DurationVar(&o.DeadlineGrace, "deadline-grace", o.DeadlineGrace, "the driver's slack before a silent engine's deadline")
+	fs.DurationVar(&o.AnswerWindow, "answer-window", o.AnswerWindow, "the driver's wait for an answer after a deadline")
+	fs.DurationVar(&o.CancelWait, "cancel-wait", o.CancelWait, "the driver's wait for a cancelled execution's answer before it names the engine silent")
 	fs.DurationVar(&o.Lag, "lag", o.Lag, "how long a replica that leaves the endpoints still receives new connections")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

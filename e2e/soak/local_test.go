@@ -1,0 +1,246 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sortie-soak/sortie/driver/report"
+	"github.com/sortie-soak/sortie/internal/counters"
+)
+
+// The end-to-end test of record: the real soak binary runs `soak local`
+// for 20 seconds with each fault, and the gate's lines and the report are
+// checked. The runs are light (60 rps per node), so they run in parallel.
+
+var (
+	buildOnce sync.Once
+	soakBin   string
+	buildErr  error
+)
+
+func soakBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "soak-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		soakBin = filepath.Join(dir, "soak")
+		out, err := exec.Command("go", "build", "-o", soakBin, "./cmd/soak").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return soakBin
+}
+
+type localRun struct {
+	code   int
+	stdout string
+	stderr string
+	dir    string
+	report *report.Report
+}
+
+func runSoakLocal(t *testing.T, args ...string) localRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end soak runs are skipped under -short")
+	}
+	out := t.TempDir()
+	args = append([]string{"local", "--duration", "20s", "--out", out, "--tag", "run", "--progress", "10s"}, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, soakBinary(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := localRun{stdout: stdout.String(), stderr: stderr.String(), dir: filepath.Join(out, "run")}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("soak local: %v\n%s", err, stderr.String())
+	}
+	if rep, err := report.ReadFile(filepath.Join(r.dir, reportFile)); err == nil {
+		r.report = rep
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("soak %s\nstdout:\n%s\nstderr (tail):\n%s", strings.Join(args, " "), r.stdout, tail(r.stderr, 40))
+		}
+	})
+	return r
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// counts returns a backend's counters by node name for one target.
+func (r localRun) counts(t *testing.T, target string) map[string]map[string]uint64 {
+	t.Helper()
+	if r.report == nil {
+		t.Fatal("no report was written")
+	}
+	for _, e := range r.report.Executions {
+		if e.Label != "mesh/"+target {
+			continue
+		}
+		m := map[string]map[string]uint64{}
+		for _, res := range e.Results {
+			m[res.BackendName] = res.Counters
+		}
+		return m
+	}
+	t.Fatalf("no execution mesh/%s in the report", target)
+	return nil
+}
+
+var planned = map[string]uint64{"svc-1": 180, "svc-2": 180, "svc-3": 180, "svc-4": 180, "svc-5": 180, "svc-6": 180, "echo": 60, "uds-echo": 60}
+
+func TestIntegrationLocalClean(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0", r.code)
+	}
+	if !strings.Contains(r.stdout, "VERDICT PASS targets=8 passed=8 failed=0 not_run=0 backends=2 lost_backends=0 report_pass=true") {
+		t.Errorf("no clean VERDICT line")
+	}
+	// Every count exact: 9 rps x 20 s = 180 per 9-rps target and node, 60
+	// per 3-rps target, and nothing but 2xx.
+	for target, want := range planned {
+		for _, node := range []string{"node-a", "node-b"} {
+			c := r.counts(t, target)[node]
+			if c[counters.HTTP2xx] != want || counters.Sum(c) != want {
+				t.Errorf("%s on %s: counters %v, want exactly %d http_2xx", target, node, c, want)
+			}
+		}
+	}
+	for _, f := range []string{planFile, sharesFile, enginesFile, streamFile, driverLog} {
+		if _, err := os.Stat(filepath.Join(r.dir, f)); err != nil {
+			t.Errorf("run directory lacks %s", f)
+		}
+	}
+	if !strings.Contains(r.stderr, "progress mesh/svc-1") {
+		t.Errorf("no progress line on stderr")
+	}
+}
+
+func TestIntegrationLocalRollsDrained(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--rolls")
+	if got := strings.Count(r.stderr, "ROLLED "); got != 8 {
+		t.Errorf("%d ROLLED lines, want 8 (each target once)", got)
+	}
+	if r.code != 0 || !strings.Contains(r.stdout, "VERDICT PASS targets=8 passed=8") {
+		t.Fatalf("exit %d: rolling restarts of draining targets must pass with zero failures", r.code)
+	}
+}
+
+func TestIntegrationLocalRollsNoDrainIsCaught(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--rolls", "--no-drain")
+	if r.code != 1 || !strings.Contains(r.stdout, "VERDICT FAIL") {
+		t.Fatalf("exit %d: the negative control must FAIL", r.code)
+	}
+	// The failures are attributed: a FAIL line names a rolled target and a
+	// failure class with its node.
+	re := regexp.MustCompile(`(?m)^FAIL  (svc-\d|echo|uds-echo)  .*(stream_resets|pool_connection_failure)=\d+ \[node-[ab]=\d+`)
+	if !re.MatchString(r.stdout) {
+		t.Errorf("no FAIL line attributes a reset or connection failure to a rolled target and node")
+	}
+}
+
+func TestIntegrationLocalTargetDown(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--fault", "target-down:svc-2@5s+5s")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1", r.code)
+	}
+	// 9 rps for 5 s: 45 requests are due in the window on each node, give
+	// or take the one whose due time straddles an edge.
+	for node, c := range r.counts(t, "svc-2") {
+		if n := c[counters.HTTP5xx]; n < 44 || n > 46 {
+			t.Errorf("svc-2 on %s: http_5xx=%d, want 45 ± 1", node, n)
+		}
+		if counters.Sum(c) != 180 {
+			t.Errorf("svc-2 on %s: %d outcomes, want 180", node, counters.Sum(c))
+		}
+	}
+	if !regexp.MustCompile(`(?m)^FAIL  svc-2  .*http_5xx=\d+ \[node-a=\d+ node-b=\d+\]`).MatchString(r.stdout) {
+		t.Errorf("no FAIL line naming svc-2's 5xx per node")
+	}
+	if !strings.Contains(r.stdout, "PASS  svc-1") {
+		t.Errorf("the targets left alone must pass")
+	}
+}
+
+func TestIntegrationLocalEngineKill(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--fault", "engine-kill:node-b@8s")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1", r.code)
+	}
+	if !strings.Contains(r.stdout, "LOST BACKEND node-b") || !regexp.MustCompile(`(?m)^LOST  node-b `).MatchString(r.stdout) {
+		t.Errorf("node-b is not named lost")
+	}
+	for target, want := range planned {
+		c := r.counts(t, target)["node-a"]
+		if c[counters.HTTP2xx] != want {
+			t.Errorf("%s on the surviving node-a: %v, want %d http_2xx", target, c, want)
+		}
+	}
+}
+
+func TestIntegrationLocalEngineFreeze(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--fault", "engine-freeze:node-b@5s+3m",
+		"--deadline-grace", "1s", "--answer-window", "1s", "--cancel-wait", "2s")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1", r.code)
+	}
+	if r.report == nil {
+		t.Fatal("the report was not written while node-b was frozen")
+	}
+	for _, e := range r.report.Executions {
+		var silent bool
+		for _, be := range e.BackendErrors {
+			silent = silent || strings.Contains(be.Error, "silent")
+		}
+		if !silent {
+			t.Errorf("%s: node-b not named silent in backend_errors %v", e.Label, e.BackendErrors)
+		}
+	}
+	if c := r.counts(t, "svc-1")["node-a"]; c[counters.HTTP2xx] != 180 {
+		t.Errorf("node-a not whole: %v", c)
+	}
+}
+
+func TestIntegrationLocalDriverFreeze(t *testing.T) {
+	t.Parallel()
+	// The driver sleeps through every deadline; on resume it takes the
+	// answers waiting for it and calls no engine silent.
+	r := runSoakLocal(t, "--fault", "driver-freeze:@5s+50s",
+		"--deadline-grace", "1s", "--answer-window", "1s", "--cancel-wait", "2s")
+	if r.code != 0 || !strings.Contains(r.stdout, "VERDICT PASS targets=8 passed=8") {
+		t.Fatalf("exit %d: a frozen driver must take the waiting answers", r.code)
+	}
+}
