@@ -128,7 +128,9 @@ func ParseRunEnv(r io.Reader) (RunEnv, error) {
 		ReaderPod:       vals["READER_POD"],
 		DriverContainer: vals["DRIVER_CONTAINER"],
 		EngineContainer: vals["ENGINE_CONTAINER"],
-		ReaderCommand:   strings.Fields(vals["READER_COMMAND"]),
+	}
+	if f := strings.Fields(vals["READER_COMMAND"]); len(f) > 0 {
+		env.ReaderCommand = f
 	}
 	if env.ReaderImage == "" {
 		env.ReaderImage = vals["DRIVER_IMAGE"]
