@@ -332,3 +332,26 @@ func TestInterruptBeforeStart(t *testing.T) {
 		t.Errorf("lines:\n%s", lines)
 	}
 }
+
+// TestUnreachableBackend: a backend nothing listens on is named lost at
+// once; the other one is reported whole.
+func TestUnreachableBackend(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	good := serveScripted(t, &scripted{behave: onTime})
+	e, _ := runScripted(t, scriptOptions(), context.Background(), good, dead)
+	if e.Pass || len(e.Results) != 1 || e.Results[0].Backend != good {
+		t.Errorf("pass=%v results=%+v", e.Pass, e.Results)
+	}
+	if be, ok := backendErrorOf(e, dead); !ok || !strings.HasPrefix(be.Error, "lost: ") || !strings.Contains(be.Error, "Unavailable") {
+		t.Errorf("backend error %+v, want lost", be)
+	}
+	// Judged on what came back.
+	if len(e.Failures) != 1 {
+		t.Errorf("failures %q, want only the lost backend", e.Failures)
+	}
+}

@@ -77,9 +77,12 @@ stderr lines (stdout carries only the summary or the JSON report):
   FAIL <label> (scenario <s>, <elapsed>): <reason>[; <reason> ...]
   SKIP <label> (scenario <s>): not run: <why>
       one line per finished execution, in the order they finish
-  PASS|FAIL  N/M executions passed[, K not run]
-      last, on stdout (and stderr with --json): M counts the executions
-      started, K those never started
+  PASS|FAIL  N/M executions passed[, K not run][ (run interrupted)]
+      last, on stderr and at the end of the stdout summary: M counts the
+      executions started, K those never started
+
+The report (-o) and each results-stream line follow the schema documented
+in package github.com/sortie-soak/sortie/driver/report.
 
 Exit codes: 0 every execution passed; 1 a threshold failed, a backend
 failed (lost, silent, stalled, refused), an execution was not run, or the
@@ -142,7 +145,7 @@ func newRunFlagSet(o *Options, f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sortie run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.output, "o", "", "write the JSON report to `FILE`, atomically")
-	fs.StringVar(&f.output, "output", "", "same as -o")
+	fs.StringVar(&f.output, "output", "", "same as -o `FILE`")
 	fs.BoolVar(&f.json, "json", false, "print the JSON report on stdout instead of the text summary")
 	fs.StringVar(&f.stream, "results-stream", "", "append each finished execution to `FILE` as one JSON line, synced")
 	fs.DurationVar(&f.progress, "progress", 30*time.Second, "print a progress line per execution and backend every `DUR` (0: never)")

@@ -71,7 +71,7 @@ func TestIntegrationCleanTwoEngines(t *testing.T) {
 			if !ok || st.Count != 10 || st.Unit != "ns" || st.P999 < st.P50 || st.Max < st.Min {
 				t.Errorf("%s on %s: latency statistic %+v", label, br.Backend, st)
 			}
-			if br.StartedAt == "" || br.ElapsedMs < 1800 {
+			if br.StartedAt == "" || br.ElapsedMs <= 0 {
 				t.Errorf("%s on %s: started_at %q elapsed %d", label, br.Backend, br.StartedAt, br.ElapsedMs)
 			}
 		}
