@@ -355,3 +355,23 @@ func TestUnreachableBackend(t *testing.T) {
 		t.Errorf("failures %q, want only the lost backend", e.Failures)
 	}
 }
+
+func TestCapRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		err       error
+		refusal   bool
+		rejection bool
+	}{
+		{status.Error(codes.ResourceExhausted, "engine is at its cap of 4 concurrent executions (--max-concurrent-executions)"), true, false},
+		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5000000 vs. 4194304)"), false, true},
+		{status.Error(codes.InvalidArgument, "url: bad"), false, true},
+		{status.Error(codes.Unavailable, "connection refused"), false, false},
+	} {
+		if got := capRefusal(tc.err); got != tc.refusal {
+			t.Errorf("capRefusal(%v) = %v", tc.err, got)
+		}
+		if got := rejection(tc.err); got != tc.rejection {
+			t.Errorf("rejection(%v) = %v", tc.err, got)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -312,7 +313,7 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 			}
 		case evError:
 			c.endedAt = now
-			if status.Code(ev.err) == codes.ResourceExhausted && !c.started {
+			if capRefusal(ev.err) && !c.started {
 				c.state, c.err = refused, ev.err
 				out.refusedBy = append(out.refusedBy, c)
 				r.cancelAll(calls, cancelRefusal, now, o.CancelWait)
@@ -498,10 +499,21 @@ func (r *runner) engineCap(c *call) uint32 {
 	return info.GetMaxConcurrentExecutions()
 }
 
+// capRefusal reports whether an error is an engine refusing a start at its
+// cap of concurrent executions. gRPC also says RESOURCE_EXHAUSTED for a
+// message over its size limit; that is a request the engine cannot take,
+// not a busy engine.
+func capRefusal(err error) bool {
+	st := status.Convert(err)
+	return st.Code() == codes.ResourceExhausted && !strings.Contains(st.Message(), "larger than max")
+}
+
 // rejection reports whether an error before Started is the engine saying
 // no to the request itself, rather than a transport failing.
 func rejection(err error) bool {
 	switch status.Code(err) {
+	case codes.ResourceExhausted:
+		return !capRefusal(err)
 	case codes.InvalidArgument, codes.FailedPrecondition, codes.AlreadyExists,
 		codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.OutOfRange:
 		return true
