@@ -49,11 +49,17 @@
 //	failures[]    every reason the execution failed, in words
 //	totals        counters summed over the backends that answered
 //	results[]     one BackendResult per backend that answered
-//	backend_errors[]  {backend, error, refused}: a backend that was lost
-//	              (its stream broke), silent (no answer after its deadline),
-//	              stalled (its own elapsed time far past the plan), refused
-//	              (at its execution cap) or cancelled; a backend may have
-//	              both a result and an error
+//	backend_errors[]  {backend, error, refused}: every backend that failed
+//	              the execution; a backend may have both a result and an
+//	              error. The error begins with what happened:
+//	              "lost: " its stream broke (engine killed, unreachable);
+//	              "silent: " no answer in the window after its deadline nor
+//	              after the cancel that followed (frozen or partitioned);
+//	              "rejected: " the engine refused the request as invalid;
+//	              "refused the start" at its execution cap (with refused
+//	              "execution_cap"); or, for a result that was kept, "it
+//	              missed its deadline", "it stalled" (its own elapsed time
+//	              past duration + timeout + drain) or "the engine cancelled"
 //
 // A backend error always fails its execution. Empty values are omitted,
 // except pass, elapsed_ms, backends and each result's counters.
