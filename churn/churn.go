@@ -48,6 +48,8 @@ type Churner struct {
 	newSAs int
 	// Counters for the CHURN COMPLETE line.
 	stepsDone, rolled, shrunk, newSADone int
+	// during names the steps under way, for the CHURN STOPPED line.
+	during []string
 }
 
 // restore is a shrunk deployment waiting to be scaled back.
@@ -111,8 +113,12 @@ func (c *Churner) Run(ctx context.Context) Outcome {
 		if s := cli.Signal(ctx); s != nil {
 			sig = signalName(s)
 		}
-		c.line("CHURN STOPPED: %s at %s after %d of %d steps -- the schedule is incomplete; relaunch with a fresh T0",
-			sig, offset(c.Clock.Now().Sub(c.Opts.T0)), c.stepsDone, len(s.Steps))
+		during := ""
+		if len(c.during) > 0 {
+			during = ", during " + strings.Join(c.during, ", ")
+		}
+		c.line("CHURN STOPPED: %s at %s after %d of %d steps%s -- the schedule is incomplete; relaunch with a fresh T0",
+			sig, offset(c.Clock.Now().Sub(c.Opts.T0)), c.stepsDone, len(s.Steps), during)
 		return Stopped
 	}
 }
@@ -159,10 +165,12 @@ func (c *Churner) waitUntil(ctx context.Context, t time.Time) error {
 func (c *Churner) runGroup(ctx context.Context, group []Step) error {
 	var rolls []*tracked
 	var firstErr error
+	c.during = nil
 	for _, st := range group {
 		if st.Kind != StepRoll {
 			continue
 		}
+		c.during = append(c.during, "roll "+st.Target.String())
 		at := c.Clock.Now()
 		gen, err := c.restart(ctx, st.Target, at)
 		if ctx.Err() != nil {
@@ -181,6 +189,7 @@ func (c *Churner) runGroup(ctx context.Context, group []Step) error {
 	if err := c.await(ctx, rolls); err != nil {
 		return err
 	}
+	c.during = nil
 	for _, r := range rolls {
 		c.stepsDone++
 		if r.ok {
@@ -211,6 +220,7 @@ func (c *Churner) runGroup(ctx context.Context, group []Step) error {
 		}
 		c.stepsDone++
 	}
+	c.during = nil
 	return nil
 }
 
@@ -271,6 +281,7 @@ func (c *Churner) await(ctx context.Context, rolls []*tracked) error {
 // shrink scales a deployment to zero and schedules its restore.
 func (c *Churner) shrink(ctx context.Context, st Step) error {
 	ref := st.Target
+	c.during = []string{"shrink " + ref.String()}
 	deps := c.Client.AppsV1().Deployments(ref.Namespace)
 	at := c.Clock.Now()
 	fail := func(why string) error {
@@ -374,7 +385,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 // secs renders d as whole seconds, "42s".
 func secs(d time.Duration) string { return fmt.Sprintf("%ds", int64(d.Round(time.Second)/time.Second)) }
 
-// offset renders d as T0+<m>m or T0+<m>m<s>s (T0-... before T0).
+// offset renders d as T0+<m>m, T0+<m>m<s>s or T0+<s>s (T0-... before T0).
 func offset(d time.Duration) string {
 	sign := "+"
 	if d < 0 {
@@ -382,8 +393,11 @@ func offset(d time.Duration) string {
 	}
 	d = d.Round(time.Second)
 	m, s := int64(d/time.Minute), int64(d%time.Minute/time.Second)
-	if s == 0 {
+	switch {
+	case s == 0:
 		return fmt.Sprintf("T0%s%dm", sign, m)
+	case m == 0:
+		return fmt.Sprintf("T0%s%ds", sign, s)
 	}
 	return fmt.Sprintf("T0%s%dm%ds", sign, m, s)
 }

@@ -30,6 +30,7 @@ func (c *Churner) newServiceAccount(ctx context.Context, st Step) error {
 	ns := st.Target.Namespace
 	name := fmt.Sprintf("sa-new-%d", st.At(c.Opts.T0).Unix())
 	ref := Ref{Namespace: ns, Kind: "serviceaccount", Name: name}
+	c.during = []string{"new-serviceaccount " + ref.String()}
 	at := c.Clock.Now()
 	fail := func(why string) error {
 		c.line("FAILED %s node=%s at=%s took=%s: %s", ref, st.Node, stamp(at), secs(c.Clock.Now().Sub(at)), why)
@@ -221,4 +222,3 @@ func hostname(n *corev1.Node) string {
 	}
 	return n.Name
 }
-

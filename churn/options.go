@@ -151,7 +151,8 @@ Lines (stdout; times are RFC 3339 UTC, durations whole seconds):
   WARN <what was left behind or could not be undone>
   CHURN COMPLETE steps=<n> rolled=<r> shrunk=<s> new_serviceaccounts=<k> t0=<t> at=<t>
   CHURN ABORTED: <why> -- stop, fix, relaunch with a fresh T0
-  CHURN STOPPED: <signal> at T0+<m>m<s>s after <k> of <n> steps -- the schedule is incomplete; relaunch with a fresh T0
+  CHURN STOPPED: <signal> at T0+<m>m<s>s after <k> of <n> steps[, during <step>] -- the schedule is incomplete; relaunch with a fresh T0
+  CHURN STOPPED: <signal> during the preflight -- nothing was changed
 With --dry-run (no API call unless --preflight is given too):
   PLAN T0+<m>m at=<t|-> roll <ns>/<kind>/<name>
   PLAN T0+<m>m at=<t|-> shrink <ns>/deployment/<name> for=<s>s restore_at=<t|->

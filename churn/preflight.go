@@ -348,4 +348,3 @@ func statefulSetRollable(s *appsv1.StatefulSet) (string, []string) {
 	}
 	return fmt.Sprintf("replicas=%d available=%d", n, st.AvailableReplicas), out
 }
-

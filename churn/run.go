@@ -65,6 +65,7 @@ func RunEnv(ctx context.Context, env Env, args []string, stdout, stderr io.Write
 	if o.Preflight || !o.DryRun {
 		problems, err := c.Preflight(ctx)
 		if err != nil {
+			c.line("CHURN STOPPED: %s during the preflight -- nothing was changed", signalName(cli.Signal(ctx)))
 			return stopped(ctx)
 		}
 		if problems > 0 {

@@ -162,4 +162,3 @@ func interrupted(ctx context.Context) error {
 	}
 	return cli.Silent(cli.ExitTerminated)
 }
-
