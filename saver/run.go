@@ -61,9 +61,15 @@ results stream), report.json, times.tsv (label, started_at, ended_at,
 elapsed_ms, backend, backend started_at, pass|fail|not_run; tab-separated,
 "-" for a missing value), SAVED (the time it was written).
 
+SIGTERM or SIGINT while waiting for the Job stops at once (nothing is saved
+yet); during a copy, the copy in progress finishes (bounded by
+--copy-timeout) and nothing new is started; no file is ever half-written
+(each is written under a temporary name and renamed).
+
 Exit status: 0 saved (SORTIE_SAVED); 1 no report saved (SORTIE_SAVE_FAILED,
-SORTIE_SAVE_INCOMPLETE) or interrupted while waiting; 2 usage, or a run
-directory without a usable run.env.
+SORTIE_SAVE_INCOMPLETE); 2 usage, or a run directory without a usable
+run.env; 143 (SIGTERM) or 130 (SIGINT) when a signal stopped it before the
+report was saved.
 `
 
 // config is what the command line says, before run.env is read.
@@ -139,10 +145,23 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c.opts.Out = stdout
 	c.opts.Log = slog.New(slog.NewTextHandler(stderr, nil))
 	res, err := Save(ctx, cs, clock.Real{}, c.opts)
-	if err != nil {
+	return exitFor(ctx, res, err)
+}
+
+// exitFor maps a save's outcome to Run's error and so the exit code.
+func exitFor(ctx context.Context, res Result, err error) error {
+	// A signal that stopped the saver before the report was saved sets the
+	// shell's code for it (143 SIGTERM, 130 SIGINT); once the report is
+	// saved, the signal changed nothing that matters.
+	sig := cli.Signal(ctx)
+	switch {
+	case err != nil && sig != nil:
+		return &cli.ExitError{Code: cli.SignalCode(sig), Err: err}
+	case err != nil:
 		return cli.Fail(err)
-	}
-	if !res.Saved {
+	case !res.Saved && res.Interrupted && sig != nil:
+		return cli.Silent(cli.SignalCode(sig))
+	case !res.Saved:
 		// The closing line said why.
 		return cli.Silent(cli.ExitFail)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,5 +152,32 @@ func TestRunTimes(t *testing.T) {
 	}
 	if n := strings.Count(stdout.String(), "\n"); n != 5 {
 		t.Errorf("%d rows, want 5:\n%s", n, stdout.String())
+	}
+}
+
+func TestExitFor(t *testing.T) {
+	termCtx, cancel := context.WithCancelCause(context.Background())
+	cancel(&cli.SignalError{Signal: syscall.SIGTERM})
+	live := context.Background()
+	cases := []struct {
+		name string
+		ctx  context.Context
+		res  Result
+		err  error
+		want int
+	}{
+		{"saved", live, Result{Saved: true}, nil, cli.ExitOK},
+		{"saved despite SIGTERM", termCtx, Result{Saved: true, Interrupted: true}, nil, cli.ExitOK},
+		{"not saved", live, Result{}, nil, cli.ExitFail},
+		{"SIGTERM before the report", termCtx, Result{Interrupted: true}, nil, 143},
+		{"SIGTERM while waiting", termCtx, Result{}, errors.New("interrupted while waiting"), 143},
+		{"local write failed", live, Result{}, errors.New("write report.json: disk full"), cli.ExitFail},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := cli.Code(exitFor(tc.ctx, tc.res, tc.err)); got != tc.want {
+				t.Errorf("exit %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
