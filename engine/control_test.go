@@ -244,7 +244,10 @@ func TestStopRefusesNewWhileDraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := newExecution(&spec{id: "x", label: "x"}, e.ctx)
+	x, err := newExecution(&spec{id: "x", label: "x"}, e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := e.register(x); err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +258,11 @@ func TestStopRefusesNewWhileDraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.register(newExecution(sp, e.ctx)); status.Code(err) != codes.Unavailable {
+	y, err := newExecution(sp, e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.register(y); status.Code(err) != codes.Unavailable {
 		t.Errorf("register while stopping: %v, want UNAVAILABLE", err)
 	}
 }
@@ -327,7 +334,10 @@ func TestInvalidRequests(t *testing.T) {
 		{"header injection", func(r *enginev1.ExecuteRequest) { r.Headers = []*enginev1.Header{{Name: "X", Value: "a\r\nEvil: 1"}} }, codes.InvalidArgument, "headers[0]", nil},
 		{"content length header", func(r *enginev1.ExecuteRequest) { r.Headers = []*enginev1.Header{{Name: "Content-Length", Value: "3"}} }, codes.InvalidArgument, "set by the engine", nil},
 		{"bad method", func(r *enginev1.ExecuteRequest) { r.Method = "GE T" }, codes.InvalidArgument, "method:", nil},
-		{"bad ca", func(r *enginev1.ExecuteRequest) { r.Url = "https://127.0.0.1:1/"; r.Tls = &enginev1.TLS{CaPem: []byte("nope")} }, codes.InvalidArgument, "tls.ca_pem", nil},
+		{"bad ca", func(r *enginev1.ExecuteRequest) {
+			r.Url = "https://127.0.0.1:1/"
+			r.Tls = &enginev1.TLS{CaPem: []byte("nope")}
+		}, codes.InvalidArgument, "tls.ca_pem", nil},
 		{"progress too often", func(r *enginev1.ExecuteRequest) { r.ProgressInterval = durationpb.New(time.Millisecond) }, codes.InvalidArgument, "progress_interval", nil},
 		{"statsd host name", func(r *enginev1.ExecuteRequest) {
 			r.Stats = &enginev1.Stats{Address: "statsd.example:8125", Scenario: "s", Target: "t", Backend: "b"}
@@ -335,7 +345,11 @@ func TestInvalidRequests(t *testing.T) {
 		{"statsd without backend", func(r *enginev1.ExecuteRequest) {
 			r.Stats = &enginev1.Stats{Address: "127.0.0.1:8125", Scenario: "s", Target: "t"}
 		}, codes.FailedPrecondition, "--backend-name", nil},
-		{"every problem at once", func(r *enginev1.ExecuteRequest) { r.Url = "gopher://x/"; r.Rate = 0; r.Timeout = durationpb.New(-time.Second) }, codes.InvalidArgument, "url: scheme \"gopher\"", nil},
+		{"every problem at once", func(r *enginev1.ExecuteRequest) {
+			r.Url = "gopher://x/"
+			r.Rate = 0
+			r.Timeout = durationpb.New(-time.Second)
+		}, codes.InvalidArgument, "url: scheme \"gopher\"", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

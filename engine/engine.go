@@ -237,7 +237,10 @@ func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStream
 		e.log.Warn("execution refused", "execution_id", req.GetExecutionId(), "label", req.GetLabel(), "error", err)
 		return err
 	}
-	x := newExecution(sp, e.ctx)
+	x, err := newExecution(sp, e.ctx)
+	if err != nil {
+		return status.Errorf(codes.ResourceExhausted, "execution %q: %v", sp.label, err)
+	}
 	defer x.cancel()
 	if err := e.register(x); err != nil {
 		e.log.Warn("execution refused", "execution_id", sp.id, "label", sp.label, "error", err)

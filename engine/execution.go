@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -29,7 +30,7 @@ type execution struct {
 	done chan struct{} // closed when every worker finished
 }
 
-func newExecution(s *spec, parent context.Context) *execution {
+func newExecution(s *spec, parent context.Context) (*execution, error) {
 	now := time.Now()
 	x := &execution{
 		spec:  s,
@@ -40,9 +41,17 @@ func newExecution(s *spec, parent context.Context) *execution {
 	x.ctx, x.cancel = context.WithCancel(parent)
 	x.workers = make([]*worker, s.workers)
 	for i := range x.workers {
-		x.workers[i] = newWorker(s, i, x.base, x.ctx, s.stats != nil)
+		w, err := newWorker(s, i, x.base, x.ctx, s.stats != nil)
+		if err != nil {
+			for _, w := range x.workers[:i] {
+				w.sleeper.close()
+			}
+			x.cancel()
+			return nil, fmt.Errorf("worker %d: %w", i, err)
+		}
+		x.workers[i] = w
 	}
-	return x
+	return x, nil
 }
 
 // start runs the workers; done closes when all have drained.
@@ -122,17 +131,19 @@ func (x *execution) result(backendName string) *enginev1.Result {
 	r.Cancelled = r.Unsent > 0
 	r.Elapsed = durationpb.New(time.Duration(last))
 
+	// Per-worker histograms are merged, never their percentiles averaged.
+	// The workers are done, so the first one's histogram takes the others
+	// in place: no copy (result is called once).
 	merge := func(pick func(*workerStats) *hdrhistogram.Histogram) *hdrhistogram.Histogram {
 		var out *hdrhistogram.Histogram
 		for _, w := range x.workers {
-			h := pick(w.stats)
-			if h == nil {
-				continue
+			switch h := pick(w.stats); {
+			case h == nil:
+			case out == nil:
+				out = h
+			default:
+				out.Merge(h)
 			}
-			if out == nil {
-				out = newHist()
-			}
-			out.Merge(h)
 		}
 		return out
 	}

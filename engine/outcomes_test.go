@@ -301,3 +301,26 @@ func TestClosedLoopWaitsInsteadOfOverflowing(t *testing.T) {
 		t.Errorf("send_lateness = %v, want 10 sends, the latest over 100ms late", st)
 	}
 }
+
+func TestIdleConnectionClosedEarlierIsReplaced(t *testing.T) {
+	t.Parallel()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	// The server closes a connection idle for 100 ms; requests come every
+	// 500 ms, so each finds its connection closed long before. The engine
+	// notices before writing and dials anew: no reset, and nothing re-sent.
+	srv.Config.IdleTimeout = 100 * time.Millisecond
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	te := startEngine(t, Options{})
+	res := te.execute(t, req("stale", srv.URL, 2, 2*time.Second)).mustResult(t)
+	wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 4})
+	if n := conns.Load(); n != 4 {
+		t.Errorf("server saw %d connections, want 4 (each closed idle one replaced)", n)
+	}
+}

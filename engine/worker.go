@@ -19,17 +19,14 @@ import (
 
 // Pacing and pool tuning.
 const (
-	// coarseWait: a wait longer than this sleeps on a runtime timer until
-	// coarseWake before the due time, then finishes with nanosleep. The
-	// runtime's timers wake an idle process with a millisecond granularity,
-	// which alone would make most sends up to a millisecond late.
-	coarseWait = 2 * time.Millisecond
-	coarseWake = 1500 * time.Microsecond
+	// shortWait: a pacer wait shorter than this is a nanosleep (see
+	// waitUntil).
+	shortWait = 200 * time.Microsecond
 	// staleAfter: a connection idle for longer is checked, without
 	// blocking, for a close or unsolicited bytes from the server before it
 	// carries a request; such a connection is replaced, not used. This is
 	// no retry: the request was not written yet.
-	staleAfter = time.Second
+	staleAfter = 100 * time.Millisecond
 	// readBufferSize bounds a response line (httpwire).
 	readBufferSize = 8 << 10
 )
@@ -68,24 +65,29 @@ type worker struct {
 	room  chan struct{} // closed loop: a connection or queue slot freed
 	wg    sync.WaitGroup
 
-	timer  *time.Timer
-	unsent uint64
+	sleeper *sleeper
+	unsent  uint64
 }
 
-func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool) *worker {
+func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool) (*worker, error) {
+	sl, err := newSleeper()
+	if err != nil {
+		return nil, err
+	}
 	w := &worker{
-		spec:   s,
-		index:  index,
-		base:   base,
-		stats:  newWorkerStats(statsd),
-		dialer: &net.Dialer{KeepAlive: 30 * time.Second},
-		ctx:    ctx,
-		conns:  make(map[*conn]struct{}),
-		quiet:  make(chan struct{}, 1),
-		room:   make(chan struct{}, 1),
+		sleeper: sl,
+		spec:    s,
+		index:   index,
+		base:    base,
+		stats:   newWorkerStats(statsd),
+		dialer:  &net.Dialer{KeepAlive: 30 * time.Second},
+		ctx:     ctx,
+		conns:   make(map[*conn]struct{}),
+		quiet:   make(chan struct{}, 1),
+		room:    make(chan struct{}, 1),
 	}
 	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
-	return w
+	return w, nil
 }
 
 // now is the offset from the due time of request 0, in ns.
@@ -96,9 +98,8 @@ func (w *worker) now() int64 { return int64(time.Since(w.base)) }
 func (w *worker) run(abort <-chan struct{}) {
 	p := w.spec.pacer
 	planned := p.Planned()
-	w.timer = time.NewTimer(time.Hour)
-	w.timer.Stop()
 	i := uint64(0)
+	stopWake := context.AfterFunc(w.ctx, w.sleeper.wake)
 	for ; i < planned; i++ {
 		due := int64(p.Offset(i))
 		if !w.waitUntil(due) || !w.dispatch(due) {
@@ -106,34 +107,32 @@ func (w *worker) run(abort <-chan struct{}) {
 		}
 	}
 	w.unsent = planned - i
+	stopWake()
+	w.sleeper.close() // safe against a wake running now
 	w.drain(abort)
 }
 
 // waitUntil blocks until offset due; false if the worker was cancelled
-// first. It never spins: a long wait sleeps on a timer, the last
-// millisecond or two on nanosleep, and a due time already past returns at
-// once (a worker that fell behind sends its backlog without sleeping).
+// first. It never spins. A wait of at least shortWait sleeps on the
+// worker's sleeper (one wake, precise); a shorter one, which only a fast
+// pacer has, is a nanosleep, cheaper per call and batching by itself: the
+// kernel's timer slack lets a few requests fall due, which are then sent
+// without sleeping. A due time already past returns at once, so a worker
+// that fell behind sends its backlog as a batch.
 func (w *worker) waitUntil(due int64) bool {
 	for {
 		if w.ctx.Err() != nil {
 			return false
 		}
 		d := time.Duration(due - w.now())
-		if d <= 0 {
+		switch {
+		case d <= 0:
 			return true
+		case d >= shortWait:
+			w.sleeper.sleep(d)
+		default:
+			shortSleep(d)
 		}
-		if d > coarseWait {
-			w.timer.Reset(d - coarseWake)
-			select {
-			case <-w.timer.C:
-			case <-w.ctx.Done():
-				w.timer.Stop()
-				return false
-			}
-			continue
-		}
-		ts := syscall.NsecToTimespec(int64(d))
-		_ = syscall.Nanosleep(&ts, nil)
 	}
 }
 
