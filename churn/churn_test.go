@@ -384,3 +384,63 @@ func TestFlags(t *testing.T) {
 		t.Errorf("missing schedule: exit %d, want 2", code)
 	}
 }
+
+// TestNewServiceAccount: auto takes the eligible workers in turn, the pod
+// runs under the new account on the chosen node, and everything is deleted.
+func TestNewServiceAccount(t *testing.T) {
+	s := newSim(soakCluster()...)
+	path := writeSchedule(t, "1 new-serviceaccount auto -n aether-test\n5 new-serviceaccount auto -n aether-test\n9 new-serviceaccount soak-worker2 -n aether-test\n")
+	stdout, code := run(t, context.Background(), s, append([]string{"--schedule", path, "--newsa-labels", "mesh.io/inject=enabled"}, t0Flag...)...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	var nodes []string
+	for _, a := range s.Actions() {
+		c, ok := a.(k8stesting.CreateAction)
+		if !ok || a.GetResource().Resource != "deployments" {
+			continue
+		}
+		d := c.GetObject().(*appsv1.Deployment)
+		pod := d.Spec.Template
+		if pod.Spec.ServiceAccountName != d.Name || pod.Labels["mesh.io/inject"] != "enabled" || pod.Labels[newSALabel] != d.Name {
+			t.Errorf("%s: pod template %+v", d.Name, pod)
+		}
+		if got := pod.Spec.Containers[0].Command; strings.Join(got, " ") != "sh -c exec sleep 86400" {
+			t.Errorf("%s: command %q", d.Name, got)
+		}
+		nodes = append(nodes, pod.Spec.NodeSelector["kubernetes.io/hostname"])
+	}
+	if got := strings.Join(nodes, " "); got != "soak-worker soak-worker2 soak-worker2" {
+		t.Errorf("nodes %s, want soak-worker soak-worker2 soak-worker2", got)
+	}
+	if l := s.leftovers(t); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+	if !strings.Contains(stdout, "CHURN COMPLETE steps=3 rolled=0 shrunk=0 new_serviceaccounts=3") {
+		t.Errorf("output:\n%s", stdout)
+	}
+}
+
+// TestNewServiceAccountNeverReady: a pod that never becomes available is a
+// failed step; its objects are deleted anyway.
+func TestNewServiceAccountNeverReady(t *testing.T) {
+	s := newSim(soakCluster()...)
+	name := fmt.Sprintf("sa-new-%d", t0.Add(time.Minute).Unix())
+	s.stuck["aether-test/"+name] = true
+	path := writeSchedule(t, "1 new-serviceaccount auto -n aether-test\n")
+	stdout, code := run(t, context.Background(), s, append([]string{"--schedule", path, "--rollout-timeout", "1m"}, t0Flag...)...)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	for _, want := range []string{
+		"FAILED aether-test/serviceaccount/" + name + " node=soak-worker at=2026-10-05T03:21:00Z took=60s: its pod never became available: rollout not complete within 60s: updated=0/1",
+		"CHURN ABORTED: new-serviceaccount aether-test/serviceaccount/" + name + " (line 1) failed",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("missing %q in\n%s", want, stdout)
+		}
+	}
+	if l := s.leftovers(t); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}

@@ -32,17 +32,19 @@ func (c *Churner) newServiceAccount(ctx context.Context, st Step) error {
 	ref := Ref{Namespace: ns, Kind: "serviceaccount", Name: name}
 	c.during = []string{"new-serviceaccount " + ref.String()}
 	at := c.Clock.Now()
+	node := st.Node // the node picked, once it is
 	fail := func(why string) error {
-		c.line("FAILED %s node=%s at=%s took=%s: %s", ref, st.Node, stamp(at), secs(c.Clock.Now().Sub(at)), why)
+		c.line("FAILED %s node=%s at=%s took=%s: %s", ref, node, stamp(at), secs(c.Clock.Now().Sub(at)), why)
 		return &stepFailed{fmt.Sprintf("new-serviceaccount %s (line %d) failed: %s", ref, st.Line, why)}
 	}
-	node, hostname, err := c.pickNode(ctx, st.Node)
+	picked, hostname, err := c.pickNode(ctx, st.Node)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	if err != nil {
 		return fail(err.Error())
 	}
+	node = picked
 	c.newSAs++
 
 	created := false

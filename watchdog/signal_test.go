@@ -121,8 +121,12 @@ func TestIntegrationBinarySignal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the binary with")
+	}
 	bin := filepath.Join(t.TempDir(), "sortie-watchdog")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/sortie-watchdog")
+	build := exec.Command(goTool, "build", "-o", bin, "./cmd/sortie-watchdog")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
