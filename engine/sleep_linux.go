@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +24,10 @@ type sleeper struct {
 	fd  int
 	its unix.ItimerSpec
 	buf [8]byte
+
+	// woken is set by wake: a sleep that armed the timer after wake did
+	// would otherwise lose the wake (arming resets the timer).
+	woken atomic.Bool
 
 	mu     sync.Mutex // guards the fd against a wake after close
 	closed bool
@@ -43,6 +48,9 @@ func (s *sleeper) sleep(d time.Duration) {
 		time.Sleep(d)
 		return
 	}
+	if s.woken.Load() {
+		return
+	}
 	_, _ = s.f.Read(s.buf[:])
 }
 
@@ -54,6 +62,7 @@ func (s *sleeper) wake() {
 	if s.closed {
 		return
 	}
+	s.woken.Store(true)
 	its := unix.ItimerSpec{Value: unix.Timespec{Nsec: 1}}
 	_ = unix.TimerfdSettime(s.fd, 0, &its, nil)
 }
