@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -323,4 +324,42 @@ func TestIdleConnectionClosedEarlierIsReplaced(t *testing.T) {
 	if n := conns.Load(); n != 4 {
 		t.Errorf("server saw %d connections, want 4 (each closed idle one replaced)", n)
 	}
+}
+
+func TestOutcomeConnectTimeout(t *testing.T) {
+	t.Parallel()
+	// A listener with an accept queue of one that never accepts: the first
+	// handshake completes into the queue, the kernel drops every later SYN,
+	// so those connects time out.
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := sa.(*syscall.SockaddrInet4).Port
+	te := startEngine(t, Options{})
+	r := req("connect-timeout", fmt.Sprintf("http://127.0.0.1:%d/", port), 10, 500*time.Millisecond)
+	r.Timeout = durationpb.New(300 * time.Millisecond)
+	res := te.execute(t, r).mustResult(t)
+	c := res.GetCounters()
+	// How many handshakes the kernel completes into a queue of "0" is its
+	// own business (one, or two); each of those requests is written and
+	// lost at the drain's end, every other connect times out.
+	if lost := c[counters.InflightLost]; lost < 1 || lost > 2 || c[counters.PoolFailureTimeout] != 5-lost {
+		t.Errorf("counters %v, want 1-2 lost and the rest pool_failure_timeout", c)
+	}
+	wantCounters(t, res, map[string]uint64{
+		counters.InflightLost:       c[counters.InflightLost],
+		counters.PoolFailureTimeout: c[counters.PoolFailureTimeout],
+	})
 }
