@@ -160,7 +160,14 @@ func (x *TLS) GetInsecureSkipVerify() bool {
 	return false
 }
 
-// Stats asks the engine to send per-flush deltas to a statsd server.
+// Stats asks the engine to send per-flush deltas to a statsd server, over
+// UDP. Every flush sends, per worker w (0, 1, ...), a counter
+// "<prefix>.<scenario>.<target>.<backend>.cluster.<w>.<counter>" with the
+// delta of each counter that changed (benchmark.http_2xx, ...), and a sample
+// of at most 100 latency_2xx values as timers
+// "<prefix>.<scenario>.<target>.<backend>.cluster.<w>.benchmark_http_client.latency_2xx"
+// in ms, each with the sample rate it stands for. <backend> is reduced to
+// [a-z0-9_]. A last flush follows the last outcome.
 type Stats struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// UDP address of the statsd server, an IP literal with a port.
