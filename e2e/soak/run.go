@@ -20,6 +20,8 @@ const usage = `Usage: soak <command> [flags]
 
 Commands:
   local    run the whole soak loop on this machine (see soak local --help)
+  run      launch a run on a Kubernetes cluster: soak run e2e|soak (see soak run --help)
+  teardown remove a run's release once its verdict is saved (see soak teardown --help)
 
 The soak binary also carries the programs a local run starts as its child
 processes, so one binary is all a run needs:
@@ -71,6 +73,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "local":
 		return runLocal(ctx, rest, stdout, stderr)
+	case "run":
+		return runKube(ctx, RealKubeEnv(), rest, stdout, stderr)
+	case "teardown":
+		return runTeardown(ctx, RealKubeEnv(), rest, stdout, stderr)
 	case "engine":
 		return engine.Run(ctx, rest, stdout, stderr)
 	case "target":

@@ -1,0 +1,659 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	chart "github.com/sortie-soak/sortie/charts"
+	"github.com/sortie-soak/sortie/churn"
+	"github.com/sortie-soak/sortie/watchdog"
+)
+
+// placeholderPlan stands in for the plan when the release is rendered
+// before the engines exist: the images do not depend on the plan.
+const placeholderPlan = "version: v1\n"
+
+// preflight runs every check, prints one line each, and returns the number
+// of problems. It changes nothing in the cluster.
+func (k *kickoff) preflight(ctx context.Context) int {
+	problems := 0
+	ok := func(format string, args ...any) { k.line("PREFLIGHT ok "+format, args...) }
+	fail := func(format string, args ...any) {
+		problems++
+		k.line("PREFLIGHT FAIL "+format, args...)
+	}
+
+	// The API server first: without it every other check fails for the
+	// same reason.
+	v, err := discovery.ToServerVersionInterfaceWithContext(k.cs.Discovery()).ServerVersionWithContext(ctx)
+	if err != nil {
+		fail("api: context %s does not answer: %s", k.o.Context, oneLine(err))
+		return problems
+	}
+	ok("api: context %s answers (server %s)", k.o.Context, v.GitVersion)
+
+	for _, key := range kickoffKeys {
+		if lookup(k.base, key) != nil {
+			k.line("PREFLIGHT note values: %s in %s is replaced by the kickoff's own", key, k.o.ValuesFile)
+		}
+	}
+
+	k.preflightProvenance(ctx, ok, fail)
+
+	switch state, err := k.priorityClassState(ctx); {
+	case err != nil:
+		fail("priorityclass/%s: %s", k.o.PriorityClass, oneLine(err))
+	case state == "":
+		ok("priorityclass/%s is absent: the run creates it (value %d, preemptionPolicy Never)", k.o.PriorityClass, k.o.PriorityValue)
+	case state == "ok":
+		ok("priorityclass/%s exists (value %d, preemptionPolicy Never)", k.o.PriorityClass, k.o.PriorityValue)
+	default:
+		fail("priorityclass/%s exists but is not the soak's (%s; want value=%d preemptionPolicy=Never globalDefault=false); its value and policy cannot change: pass another --priority-class",
+			k.o.PriorityClass, state, k.o.PriorityValue)
+	}
+
+	for _, ns := range k.o.SystemNamespaces {
+		k.preflightSystemPods(ctx, ns, ok, fail)
+	}
+
+	k.preflightTargets(ctx, ok, fail)
+
+	// One run per release: upgrading a release with a new plan replaces
+	// the Job, and a finished Job's pod log is its only copy until saved.
+	sel := "app.kubernetes.io/instance=" + k.o.Release + ",app.kubernetes.io/name=sortie"
+	jobs, err := k.cs.BatchV1().Jobs(k.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	switch {
+	case err != nil:
+		fail("jobs: cannot list the jobs of release %s: %s", k.o.Release, oneLine(err))
+	case len(jobs.Items) > 0:
+		fail("jobs: release %s already has a run in %s (%s): save it (sortie-save --dir) and tear it down (soak teardown --dir) first",
+			k.o.Release, k.o.Namespace, strings.Join(jobNames(jobs.Items), ", "))
+	default:
+		ok("jobs: release %s has no earlier Job in %s", k.o.Release, k.o.Namespace)
+	}
+	switch status, err := k.helm.Status(ctx, k.o.Release, k.o.Namespace); {
+	case errors.Is(err, ErrNoRelease):
+		ok("release: %s does not exist in %s", k.o.Release, k.o.Namespace)
+	case err != nil:
+		fail("release: status of %s: %s", k.o.Release, oneLine(err))
+	default:
+		fail("release: %s already exists in %s (status %s): tear it down first (soak teardown --dir <its run directory>)", k.o.Release, k.o.Namespace, status)
+	}
+
+	k.preflightWatchdog(ctx, ok, fail)
+	if k.schedule != nil {
+		k.preflightChurn(ctx, ok, fail)
+	}
+	return problems
+}
+
+func jobNames(jobs []batchv1.Job) []string {
+	out := make([]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = "job/" + j.Name
+	}
+	sort.Strings(out)
+	return out
+}
+
+// preflightProvenance renders the release as the run will install it and
+// checks every image it would run, and the reader pod's image.
+func (k *kickoff) preflightProvenance(ctx context.Context, ok, fail func(string, ...any)) {
+	manifests, err := chart.Render(k.values(true, placeholderPlan), k.o.Release, k.o.Namespace)
+	if err != nil {
+		fail("chart: does not render with these values: %s", oneLine(err))
+		return
+	}
+	images, byContainer, err := releaseImages(manifests)
+	if err != nil {
+		fail("chart: %s", oneLine(err))
+		return
+	}
+	k.driverImage = byContainer[chart.DriverContainer]
+	if k.driverImage == "" {
+		fail("chart: the rendered release has no %s container", chart.DriverContainer)
+	}
+	ok("chart %s renders: %d images (%s)", chart.ChartName, len(images), strings.Join(images, ", "))
+	refs := append([]string{}, images...)
+	if !contains(refs, k.o.ReaderImage) {
+		refs = append(refs, k.o.ReaderImage)
+		sort.Strings(refs)
+	}
+	lines, err := k.env.Provenance(ctx, ProvenanceRequest{
+		Images: refs, Verify: k.o.Verify, Key: k.o.Key, Identity: k.o.Identity, Issuer: k.o.Issuer,
+	})
+	if err != nil {
+		fail("provenance: %s", oneLine(err))
+		return
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "NOT VERIFIED") {
+			k.line("PREFLIGHT note provenance: %s", l)
+			continue
+		}
+		ok("provenance: %s", l)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseImages decodes a rendered release and returns the images its pods
+// would run, sorted, each once, and the image of each container by name.
+func releaseImages(manifests map[string]string) ([]string, map[string]string, error) {
+	seen := map[string]bool{}
+	byContainer := map[string]string{}
+	dec := scheme.Codecs.UniversalDeserializer()
+	for _, path := range chart.Paths(manifests) {
+		for _, doc := range splitYAMLDocs(manifests[path]) {
+			obj, _, err := dec.Decode([]byte(doc), nil, nil)
+			if err != nil {
+				return nil, nil, fmt.Errorf("decode %s: %w", path, err)
+			}
+			var spec *corev1.PodSpec
+			switch o := obj.(type) {
+			case *appsv1.DaemonSet:
+				spec = &o.Spec.Template.Spec
+			case *appsv1.Deployment:
+				spec = &o.Spec.Template.Spec
+			case *batchv1.Job:
+				spec = &o.Spec.Template.Spec
+			case *corev1.Pod:
+				spec = &o.Spec
+			}
+			if spec == nil {
+				continue
+			}
+			for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+				seen[c.Image] = true
+				byContainer[c.Name] = c.Image
+			}
+		}
+	}
+	images := make([]string, 0, len(seen))
+	for img := range seen {
+		images = append(images, img)
+	}
+	sort.Strings(images)
+	if len(images) == 0 {
+		return nil, nil, errors.New("the rendered release runs no image")
+	}
+	return images, byContainer, nil
+}
+
+// splitYAMLDocs splits a multi-document YAML stream at its "---" lines.
+func splitYAMLDocs(s string) []string {
+	var docs []string
+	var cur bytes.Buffer
+	flush := func() {
+		if strings.TrimSpace(cur.String()) != "" {
+			docs = append(docs, cur.String())
+		}
+		cur.Reset()
+	}
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if strings.TrimRight(l, "\r\n") == "---" {
+			flush()
+			continue
+		}
+		cur.WriteString(l)
+	}
+	flush()
+	return docs
+}
+
+// preflightSystemPods checks that every pod of ns is Running with every
+// container ready, comparing the counts as numbers. Pods that completed
+// (Succeeded) are jobs that ran, not a problem.
+func (k *kickoff) preflightSystemPods(ctx context.Context, ns string, ok, fail func(string, ...any)) {
+	pods, err := k.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fail("system pods: cannot list the pods of %s: %s", ns, oneLine(err))
+		return
+	}
+	counted, bad := 0, 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		counted++
+		ready, total := 0, len(p.Spec.Containers)
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Ready {
+				ready++
+			}
+		}
+		if p.Status.Phase != corev1.PodRunning || ready < total {
+			bad++
+			fail("system pods: %s/%s is %s with %d/%d containers ready", ns, p.Name, p.Status.Phase, ready, total)
+		}
+	}
+	if bad == 0 {
+		ok("system pods: %s has %d pods, all ready", ns, counted)
+	}
+}
+
+// serviceRef is the Service a target's URL names.
+type serviceRef struct{ ns, name string }
+
+// serviceFromURL reads the Service behind a target's URL host,
+// <name>.<namespace>[.<domain>...]; a bare <name> is in defaultNS.
+func serviceFromURL(raw, defaultNS string) (serviceRef, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return serviceRef{}, err
+	}
+	host := u.Hostname()
+	if net.ParseIP(host) != nil {
+		return serviceRef{}, fmt.Errorf("host %s is an address, not a Service name", host)
+	}
+	labels := strings.Split(host, ".")
+	ref := serviceRef{name: labels[0], ns: defaultNS}
+	if len(labels) > 1 {
+		ref.ns = labels[1]
+	}
+	if ref.name == "" || ref.ns == "" {
+		return serviceRef{}, fmt.Errorf("host %q names no Service", host)
+	}
+	return ref, nil
+}
+
+// preflightTargets checks that every target's Service exists.
+func (k *kickoff) preflightTargets(ctx context.Context, ok, fail func(string, ...any)) {
+	var found []string
+	bad := 0
+	for _, t := range k.targets {
+		ref, err := serviceFromURL(t.URL, k.o.Namespace)
+		if err != nil {
+			bad++
+			fail("target %s: %s", t.Name, oneLine(err))
+			continue
+		}
+		_, err = k.cs.CoreV1().Services(ref.ns).Get(ctx, ref.name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			bad++
+			fail("target %s: service %s/%s does not exist", t.Name, ref.ns, ref.name)
+		case err != nil:
+			bad++
+			fail("target %s: service %s/%s: %s", t.Name, ref.ns, ref.name, oneLine(err))
+		default:
+			found = append(found, ref.ns+"/"+ref.name)
+		}
+	}
+	if bad == 0 {
+		ok("targets: every target's Service exists (%s)", strings.Join(found, " "))
+	}
+}
+
+// preflightWatchdog runs the watchdog's own pre-flight on the namespaces it
+// will watch.
+func (k *kickoff) preflightWatchdog(ctx context.Context, ok, fail func(string, ...any)) {
+	cs, err := k.env.NewClient(k.o.Kubeconfig, k.o.Context, compWatchdog)
+	if err != nil {
+		fail("watchdog: %s", oneLine(err))
+		return
+	}
+	var out bytes.Buffer
+	env := watchdog.Env{
+		NewClient: func(string, string) (kubernetes.Interface, error) { return cs, nil },
+		Clock:     k.cclk,
+	}
+	args := []string{"--namespaces", strings.Join(k.watchNS, ","), "--interval", k.o.WatchInterval.String(),
+		"--duration", k.o.PlannedDuration().String(), "--preflight"}
+	err = watchdog.RunEnv(ctx, env, args, &out, &out)
+	said := componentProblems(out.String())
+	if err != nil || len(said) > 0 {
+		if len(said) == 0 {
+			said = []string{oneLine(err)}
+		}
+		for _, s := range said {
+			fail("watchdog: %s", s)
+		}
+		return
+	}
+	ok("watchdog: can take its baseline in %s", strings.Join(k.watchNS, ","))
+}
+
+// preflightChurn runs the churn driver's own pre-flight on the schedule.
+func (k *kickoff) preflightChurn(ctx context.Context, ok, fail func(string, ...any)) {
+	cs, err := k.env.NewClient(k.o.Kubeconfig, k.o.Context, compChurn)
+	if err != nil {
+		fail("churn: %s", oneLine(err))
+		return
+	}
+	var out bytes.Buffer
+	co := k.churnOptions()
+	co.Preflight = true
+	c := &churn.Churner{Client: cs, Clock: k.cclk, Opts: co, Schedule: k.schedule, Out: &out, Log: k.log}
+	n, err := c.Preflight(ctx)
+	if err != nil || n > 0 {
+		said := componentProblems(out.String())
+		if len(said) == 0 && err != nil {
+			said = []string{oneLine(err)}
+		}
+		for _, s := range said {
+			fail("churn: %s", s)
+		}
+		return
+	}
+	ok("churn: schedule %s can run (%d steps)", k.o.Rolls, len(k.schedule.Steps))
+}
+
+// componentProblems picks the problem lines of a component's pre-flight
+// output ("PREFLIGHT FAIL ..."), without their prefix.
+func componentProblems(out string) []string {
+	var said []string
+	for _, l := range readLines(out) {
+		if rest, found := strings.CutPrefix(l, "PREFLIGHT FAIL "); found {
+			said = append(said, rest)
+		}
+	}
+	return said
+}
+
+// priorityClassState is "" when the class is absent, "ok" when it is the
+// soak's, else what it is.
+func (k *kickoff) priorityClassState(ctx context.Context) (string, error) {
+	pc, err := k.cs.SchedulingV1().PriorityClasses().Get(ctx, k.o.PriorityClass, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	policy := corev1.PreemptLowerPriority
+	if pc.PreemptionPolicy != nil {
+		policy = *pc.PreemptionPolicy
+	}
+	if pc.Value == k.o.PriorityValue && policy == corev1.PreemptNever && !pc.GlobalDefault {
+		return "ok", nil
+	}
+	return fmt.Sprintf("value=%d preemptionPolicy=%s globalDefault=%t", pc.Value, policy, pc.GlobalDefault), nil
+}
+
+// applyPriorityClass makes the class exist as the soak's and reads it back.
+// again says this is the re-check before the Job.
+func (k *kickoff) applyPriorityClass(ctx context.Context, again bool) error {
+	state, err := k.priorityClassState(ctx)
+	if err != nil {
+		return fmt.Errorf("priorityclass/%s: %w", k.o.PriorityClass, err)
+	}
+	created := false
+	if state == "" {
+		never := corev1.PreemptNever
+		pc := &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:   k.o.PriorityClass,
+				Labels: map[string]string{"app.kubernetes.io/part-of": "sortie", "app.kubernetes.io/managed-by": "soak"},
+			},
+			Value:            k.o.PriorityValue,
+			PreemptionPolicy: &never,
+			Description:      priorityClassFor,
+		}
+		_, err := k.cs.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create priorityclass/%s: %w", k.o.PriorityClass, err)
+		}
+		created = true
+		if state, err = k.priorityClassState(ctx); err != nil {
+			return fmt.Errorf("read back priorityclass/%s: %w", k.o.PriorityClass, err)
+		}
+	}
+	if state != "ok" {
+		what := state
+		if what == "" {
+			what = "absent"
+		}
+		return fmt.Errorf("priorityclass/%s is %s after applying it, want value=%d preemptionPolicy=Never: something else owns a class of that name",
+			k.o.PriorityClass, what, k.o.PriorityValue)
+	}
+	verb := "applied"
+	switch {
+	case again && created:
+		verb = "re-created (it had been deleted since the engines were installed)"
+	case again:
+		verb = "re-checked"
+	case !created:
+		verb = "kept (it exists)"
+	}
+	k.step("priorityclass/%s %s: value %d, preemptionPolicy Never, read back", k.o.PriorityClass, verb, k.o.PriorityValue)
+	return nil
+}
+
+// reportPVC keeps the report PVC if it exists, else creates it with the
+// storage class of the flag, else the only default class, else the only
+// class.
+func (k *kickoff) reportPVC(ctx context.Context) error {
+	pvcs := k.cs.CoreV1().PersistentVolumeClaims(k.o.Namespace)
+	old, err := pvcs.Get(ctx, k.pvc, metav1.GetOptions{})
+	if err == nil {
+		class := "-"
+		if old.Spec.StorageClassName != nil {
+			class = *old.Spec.StorageClassName
+		}
+		k.step("pvc/%s kept: it exists (storage class %s); this run's files on it are %s and %s", k.pvc, class, k.reportName, k.streamName)
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("pvc/%s: %w", k.pvc, err)
+	}
+	class, how, err := k.storageClass(ctx)
+	if err != nil {
+		return err
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      k.pvc,
+			Namespace: k.o.Namespace,
+			Labels:    map[string]string{"app.kubernetes.io/part-of": "sortie", "app.kubernetes.io/instance": k.o.Release},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: mustQuantity(reportClaimSize)},
+			},
+		},
+	}
+	if _, err := pvcs.Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create pvc/%s: %w", k.pvc, err)
+	}
+	k.step("pvc/%s created: storage class %s (%s), %s", k.pvc, class, how, reportClaimSize)
+	return nil
+}
+
+// storageClass picks the report PVC's class and says how.
+func (k *kickoff) storageClass(ctx context.Context) (name, how string, err error) {
+	if k.o.StorageClass != "" {
+		if _, err := k.cs.StorageV1().StorageClasses().Get(ctx, k.o.StorageClass, metav1.GetOptions{}); err != nil {
+			return "", "", fmt.Errorf("--storage-class %s: %w", k.o.StorageClass, err)
+		}
+		return k.o.StorageClass, "--storage-class", nil
+	}
+	list, err := k.cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("list storage classes: %w", err)
+	}
+	var all, defaults []string
+	for _, sc := range list.Items {
+		all = append(all, sc.Name)
+		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
+			defaults = append(defaults, sc.Name)
+		}
+	}
+	sort.Strings(all)
+	sort.Strings(defaults)
+	switch {
+	case len(defaults) == 1:
+		return defaults[0], "the default class", nil
+	case len(defaults) == 0 && len(all) == 1:
+		return all[0], "the only class", nil
+	case len(defaults) > 1:
+		return "", "", fmt.Errorf("no storage class for pvc/%s: %d default classes (%s): pass --storage-class", k.pvc, len(defaults), strings.Join(defaults, ", "))
+	case len(all) == 0:
+		return "", "", fmt.Errorf("no storage class for pvc/%s: the cluster has none", k.pvc)
+	}
+	return "", "", fmt.Errorf("no storage class for pvc/%s: no default class and %d to choose from (%s): pass --storage-class", k.pvc, len(all), strings.Join(all, ", "))
+}
+
+// waitEngines waits until the engines are all ready and the headless
+// Service lists every one of them, and keeps them as k.engines.
+func (k *kickoff) waitEngines(ctx context.Context) error {
+	deadline := k.clk.Now().Add(k.o.EnginesTimeout)
+	wait := func(where string) error {
+		if !k.clk.Now().Before(deadline) {
+			return fmt.Errorf("engines not ready after %s: %s", k.o.EnginesTimeout, where)
+		}
+		if err := k.clk.Sleep(ctx, k.o.Poll); err != nil {
+			return fmt.Errorf("interrupted while waiting for the engines: %s", where)
+		}
+		return nil
+	}
+	var desired int
+	for {
+		n, where, err := k.workloadReady(ctx)
+		if err == nil && n > 0 {
+			desired = n
+			break
+		}
+		if err != nil {
+			where = oneLine(err)
+		}
+		if err := wait(where); err != nil {
+			return err
+		}
+	}
+	k.step("engines ready %d/%d (%s/%s)", desired, desired, strings.ToLower(k.engineKind), k.names.EngineWorkload)
+	for {
+		rows, where, err := k.listedEngines(ctx, desired)
+		if err == nil && rows != nil {
+			k.engines, k.backends = rows, len(rows)
+			break
+		}
+		if err != nil {
+			where = oneLine(err)
+		}
+		if err := wait(where); err != nil {
+			return err
+		}
+	}
+	k.step("service/%s lists every engine: %d addresses", k.names.EngineService, k.backends)
+	return nil
+}
+
+// workloadReady returns the number of engines when every one is scheduled,
+// updated and ready; else 0 and where the rollout stands.
+func (k *kickoff) workloadReady(ctx context.Context) (int, string, error) {
+	apps := k.cs.AppsV1()
+	if k.engineKind == "Deployment" {
+		d, err := apps.Deployments(k.o.Namespace).Get(ctx, k.names.EngineWorkload, metav1.GetOptions{})
+		if err != nil {
+			return 0, "", err
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		st := d.Status
+		where := fmt.Sprintf("deployment/%s replicas=%d ready=%d updated=%d", d.Name, want, st.ReadyReplicas, st.UpdatedReplicas)
+		if st.ObservedGeneration >= d.Generation && want > 0 && st.ReadyReplicas == want && st.UpdatedReplicas == want && st.Replicas == want {
+			return int(want), where, nil
+		}
+		return 0, where, nil
+	}
+	ds, err := apps.DaemonSets(k.o.Namespace).Get(ctx, k.names.EngineWorkload, metav1.GetOptions{})
+	if err != nil {
+		return 0, "", err
+	}
+	st := ds.Status
+	where := fmt.Sprintf("daemonset/%s desired=%d ready=%d updated=%d", ds.Name, st.DesiredNumberScheduled, st.NumberReady, st.UpdatedNumberScheduled)
+	if st.ObservedGeneration >= ds.Generation && st.DesiredNumberScheduled > 0 &&
+		st.NumberReady == st.DesiredNumberScheduled && st.UpdatedNumberScheduled == st.DesiredNumberScheduled {
+		return int(st.DesiredNumberScheduled), where, nil
+	}
+	return 0, where, nil
+}
+
+// listedEngines returns the ready engine pods when there are desired of
+// them and the headless Service's EndpointSlices list every one as ready;
+// else nil and what is missing.
+func (k *kickoff) listedEngines(ctx context.Context, desired int) ([]engineRow, string, error) {
+	pods, err := k.cs.CoreV1().Pods(k.o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: k.names.EngineSelector})
+	if err != nil {
+		return nil, "", err
+	}
+	var rows []engineRow
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || !podReady(&p) {
+			continue
+		}
+		rows = append(rows, engineRow{ip: p.Status.PodIP, node: p.Spec.NodeName, pod: p.Name})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ip < rows[j].ip })
+	if len(rows) != desired {
+		return nil, fmt.Sprintf("%d ready engine pods, want %d", len(rows), desired), nil
+	}
+	slices, err := k.cs.DiscoveryV1().EndpointSlices(k.o.Namespace).List(ctx,
+		metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + k.names.EngineService})
+	if err != nil {
+		return nil, "", err
+	}
+	listed := map[string]bool{}
+	for _, s := range slices.Items {
+		for _, ep := range s.Endpoints {
+			// A nil ready condition means ready (the API's own rule).
+			if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+				continue
+			}
+			for _, a := range ep.Addresses {
+				listed[a] = true
+			}
+		}
+	}
+	var missing []string
+	for _, r := range rows {
+		if !listed[r.ip] {
+			missing = append(missing, r.ip+" ("+r.node+")")
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Sprintf("service/%s lists %d of %d engines, missing %s", k.names.EngineService, len(rows)-len(missing), len(rows), strings.Join(missing, ", ")), nil
+	}
+	return rows, "", nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// mustQuantity parses a quantity that is a constant of this file.
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
