@@ -1,0 +1,177 @@
+package images
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// The lock file (images.lock) is text, one image a line:
+//
+//	# images.lock: one sortie image per line, "<name> <digest>".
+//	# built with go1.26.8 for linux/amd64, CA bundle sha256:...
+//	sortie-engine sha256:<64 hex digits>
+//	sortie sha256:<64 hex digits>
+//
+// A line is a name (lower-case letters, digits and '-'), one space and a
+// sha256 digest. Lines starting with '#' are comments; the one starting
+// "# built with " says what the digests were built with (Lock.BuiltWith),
+// so a check that disagrees can name a changed toolchain or CA bundle.
+// Empty lines are ignored; a name may appear once. The order is the order of
+// Binaries. Plain text rather than JSON so that `grep`, `awk` and a diff of
+// a release read it directly.
+
+// Lock is the content of a lock file.
+type Lock struct {
+	// Images are the pinned images in file order.
+	Images []LockEntry
+	// BuiltWith is what the digests were built with (the text of the
+	// "# built with " comment), e.g. "go1.26.8 for linux/amd64, CA bundle
+	// sha256:...". Informational: check compares digests only.
+	BuiltWith string
+}
+
+// LockEntry pins one image.
+type LockEntry struct {
+	Name   string // image name, e.g. "sortie-engine"
+	Digest string // "sha256:<64 hex digits>"
+}
+
+const builtWithPrefix = "# built with "
+
+var (
+	lockNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	digestRE   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// Digest returns the digest pinned for name.
+func (l Lock) Digest(name string) (string, bool) {
+	for _, e := range l.Images {
+		if e.Name == name {
+			return e.Digest, true
+		}
+	}
+	return "", false
+}
+
+// ParseLock reads a lock file's content. Every malformed line is reported,
+// each with its line number.
+func ParseLock(data []byte) (Lock, error) {
+	var (
+		l    Lock
+		errs []error
+		seen = map[string]int{}
+	)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), 64*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimRight(sc.Text(), "\r")
+		switch {
+		case strings.TrimSpace(line) == "":
+			continue
+		case strings.HasPrefix(line, builtWithPrefix):
+			l.BuiltWith = strings.TrimSpace(strings.TrimPrefix(line, builtWithPrefix))
+			continue
+		case strings.HasPrefix(line, "#"):
+			continue
+		}
+		fields := strings.Split(line, " ")
+		if len(fields) != 2 {
+			errs = append(errs, fmt.Errorf("line %d: want \"<name> sha256:<hex>\", got %q", n, line))
+			continue
+		}
+		name, digest := fields[0], fields[1]
+		bad := false
+		if !lockNameRE.MatchString(name) {
+			errs = append(errs, fmt.Errorf("line %d: image name %q: want lower-case letters, digits and '-'", n, name))
+			bad = true
+		}
+		if !digestRE.MatchString(digest) {
+			errs = append(errs, fmt.Errorf("line %d: digest %q: want sha256: and 64 lower-case hex digits", n, digest))
+			bad = true
+		}
+		if first, dup := seen[name]; dup && !bad {
+			errs = append(errs, fmt.Errorf("line %d: image %s already pinned on line %d", n, name, first))
+			bad = true
+		}
+		if bad {
+			continue
+		}
+		seen[name] = n
+		l.Images = append(l.Images, LockEntry{Name: name, Digest: digest})
+	}
+	if err := sc.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Lock{}, err
+	}
+	return l, nil
+}
+
+// Format returns the lock file's content, images in the order given.
+func (l Lock) Format() []byte {
+	var b bytes.Buffer
+	b.WriteString("# images.lock: one sortie image per line, \"<name> <digest>\".\n")
+	b.WriteString("# Written by `sortie-images build`; `sortie-images check` rebuilds and compares;\n")
+	b.WriteString("# `sortie-images pin` copies the digests into the chart's values and the README.\n")
+	if l.BuiltWith != "" {
+		b.WriteString(builtWithPrefix + l.BuiltWith + "\n")
+	}
+	for _, e := range l.Images {
+		fmt.Fprintf(&b, "%s %s\n", e.Name, e.Digest)
+	}
+	return b.Bytes()
+}
+
+// ReadLock reads and parses the lock file at path.
+func ReadLock(path string) (Lock, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return Lock{}, err
+	}
+	l, err := ParseLock(data)
+	if err != nil {
+		return Lock{}, fmt.Errorf("lock file %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// directory and a rename, so a reader never sees half a file.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after a successful rename there is nothing to remove
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// WriteLock writes l to path atomically.
+func WriteLock(path string, l Lock) error { return writeFileAtomic(path, l.Format()) }

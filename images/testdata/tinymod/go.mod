@@ -1,0 +1,3 @@
+module example.test/tinymod
+
+go 1.26.0
