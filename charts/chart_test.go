@@ -96,6 +96,22 @@ func TestRenderValueSets(t *testing.T) {
 				if q := r.claim.Spec.Resources.Requests[corev1.ResourceStorage]; q.String() != "1Gi" {
 					t.Errorf("report PVC size %s, want 1Gi", q.String())
 				}
+				// Images run as repository@digest of the chart's defaults,
+				// whatever digests the lock file pinned there.
+				c, err := Load()
+				if err != nil {
+					t.Fatal(err)
+				}
+				images := c.Values["images"].(map[string]any)
+				for name, got := range map[string]string{
+					"engine": e.Image,
+					"driver": container(t, &r.job.Spec.Template, DriverContainer).Image,
+				} {
+					im := images[name].(map[string]any)
+					if want := im["repository"].(string) + "@" + im["digest"].(string); got != want {
+						t.Errorf("%s image %q, want %q", name, got, want)
+					}
+				}
 				if p := r.enginePod().Spec.PriorityClassName; p != "" {
 					t.Errorf("engine priorityClassName %q by default", p)
 				}

@@ -2,9 +2,14 @@ package chart
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // schemaNode resolves a "#/definitions/x" reference against root.
@@ -101,5 +106,48 @@ func TestSchemaCoversValues(t *testing.T) {
 		if !slices.Contains(closed, want) {
 			t.Errorf("the schema does not close %s (closed: %q)", want, closed)
 		}
+	}
+}
+
+// TestReadmeListsEveryValue: the chart's README documents every value of
+// values.yaml (each as `path` in its table), and nothing that is not one.
+func TestReadmeListsEveryValue(t *testing.T) {
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root map[string]any
+	if err := json.Unmarshal(c.Schema, &root); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(ChartName, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	var walk func(prefix string, values map[string]any, node map[string]any)
+	walk = func(prefix string, values map[string]any, node map[string]any) {
+		props, _ := schemaNode(t, root, node)["properties"].(map[string]any)
+		for k, v := range values {
+			p := prefix + k
+			sub, _ := props[k].(map[string]any)
+			// Resources are a Kubernetes type, documented as one value.
+			if m, ok := v.(map[string]any); ok && sub != nil && sub["$ref"] != "#/definitions/resources" &&
+				schemaNode(t, root, sub)["additionalProperties"] == false {
+				walk(p+".", m, sub)
+				continue
+			}
+			want = append(want, p)
+		}
+	}
+	walk("", c.Values, root)
+	slices.Sort(want)
+	var got []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([A-Za-z.]+)` \\|").FindAllStringSubmatch(string(readme), -1) {
+		got = append(got, m[1])
+	}
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("README values table (-values.yaml +README):\n%s", diff)
 	}
 }
