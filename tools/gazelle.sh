@@ -43,6 +43,20 @@ repo_name() {
   }'
 }
 
+# A directory with its own go.mod (tools/, fixture modules under testdata/)
+# is no part of this module: `go build ./...` skips it, so gazelle must too.
+# It is excluded by name, not by a pattern such as **/testdata, because an
+# excluded testdata directory loses its data = glob(["testdata/**"]).
+missing=$(find . -path ./.git -prune -o -name 'bazel-*' -prune -o -name go.mod -type f -print |
+  sed -n 's#^\./\(.*\)/go\.mod$#\1#p' | sort | while read -r dir; do
+    grep -qxF "# gazelle:exclude $dir" BUILD.bazel || echo "$dir"
+  done)
+if [ -n "$missing" ]; then
+  echo "BUILD.bazel must exclude these nested Go modules from gazelle; add:" >&2
+  printf '# gazelle:exclude %s\n' $missing >&2
+  exit 1
+fi
+
 known=()
 for m in $modules; do known+=("-known_import=$m"); done
 
