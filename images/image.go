@@ -114,10 +114,11 @@ func LayerTar(name string, binary, caCerts []byte) ([]byte, error) {
 
 // gzipBytes compresses b with a gzip header that holds no name and no time
 // (Go's writer always writes the same OS byte), so equal input gives equal
-// output with the same Go release.
+// output with the same Go release. The default level: the best one is three
+// times slower on these binaries for under 1 % less.
 func gzipBytes(b []byte) ([]byte, error) {
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
 		return nil, err
 	}
