@@ -593,7 +593,7 @@ func (k *kickoff) launch(ctx context.Context) error {
 	}
 	prio := fmt.Sprintf("%s=%d", pod.Spec.PriorityClassName, priorityOf(pod))
 	if pod.Spec.PriorityClassName != k.o.PriorityClass {
-		k.line("WARN the driver pod's priority is %s, not %s=%d: it is the first victim when a node fills up, and losing it ends the run", prio, k.o.PriorityClass, k.o.PriorityValue)
+		k.line("WARNING the driver pod's priority is %s, not %s=%d: it is the first victim when a node fills up, and losing it ends the run", prio, k.o.PriorityClass, k.o.PriorityValue)
 	}
 	end := t0.Add(k.o.PlannedDuration())
 	k.step("load started: pod/%s Running on %s (priority %s); T0=%s, planned end %s", pod.Name, pod.Spec.NodeName, prio,
@@ -621,7 +621,7 @@ func (k *kickoff) launch(ctx context.Context) error {
 	if k.schedule != nil {
 		ch, err := k.newChurner(t0)
 		if err != nil {
-			k.line("WARN churn not started: %v", err)
+			k.line("WARNING churn not started: %v", err)
 			churnOutcome = "not-started"
 		} else {
 			wg.Add(1)

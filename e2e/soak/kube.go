@@ -276,6 +276,7 @@ it shrank, and the Job goes on: save it with sortie-save --dir DIR.
 Lines (stdout):
   PREFLIGHT ok <what> | PREFLIGHT FAIL <what>: <why> | PREFLIGHT note <what>
   STEP <what>
+  NOTE <what> | WARNING <what>
   ABORT <why> (started: <what>; not started: <what>)
   then the saver's SORTIE_*, the watchdog's lines, the churn's lines and
   the gate's lines, and last:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -360,7 +361,7 @@ func (k *kickoff) preflightChurn(ctx context.Context, ok, fail func(string, ...a
 		}
 		return
 	}
-	ok("churn: schedule %s can run (%d steps)", k.o.Rolls, len(k.schedule.Steps))
+	ok("churn: schedule %s can run (%d steps)", filepath.Base(k.o.Rolls), len(k.schedule.Steps))
 }
 
 // componentProblems picks the problem lines of a component's pre-flight

@@ -156,6 +156,23 @@ func Teardown(ctx context.Context, env KubeEnv, o TeardownOptions, stdout io.Wri
 		line("TEARDOWN release %s uninstalled from %s (engines, driver Job, plan ConfigMap, Service)", release, ns)
 	}
 
+	// The saver's reader pod outlives a saver that was stopped mid-copy.
+	reader := vals["READER_POD"]
+	if reader == "" && vals["JOB"] != "" {
+		reader = vals["JOB"] + "-reader"
+	}
+	if reader != "" {
+		err := cs.CoreV1().Pods(ns).Delete(ctx, reader, metav1.DeleteOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			line("TEARDOWN FAILED delete pod/%s (the saver's reader): %s", reader, oneLine(err))
+			return cli.Silent(cli.ExitFail)
+		default:
+			line("TEARDOWN pod/%s deleted (the saver's reader, left by a stopped copy)", reader)
+		}
+	}
+
 	if !o.Purge {
 		line("TEARDOWN pvc/%s kept: it holds the reports and streams of the runs (--purge deletes it)", pvc)
 	} else {

@@ -1,0 +1,221 @@
+package soak
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/sortie-soak/sortie/internal/cli"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func exitCode(err error) int { return cli.Code(err) }
+
+// runArgs are the flags of a test run; extra ones are appended.
+func (fx *kfix) runArgs(profile string, extra ...string) []string {
+	args := []string{"run", profile, "--context", kContext, "--namespace", kNS, "--release", kRelease,
+		"--targets", fx.targets, "--rate", "21", "--duration", "150s", "--statsd", "off",
+		"--dir", fx.dir, "--reader-image", kReader, "--watch-interval", "30s"}
+	return append(args, extra...)
+}
+
+// runFiles are the run directory's files a golden shows.
+var runFiles = []string{runEnvFile, enginesFile, sharesFile}
+
+// TestKickoffE2E is a whole e2e run: every step in order, the load ends,
+// the saver copies the verdict, the gate grades it PASS.
+func TestKickoffE2E(t *testing.T) {
+	fx := newKfix(t)
+	fx.pvcFiles(ProfileE2E)
+	err := fx.run(fx.runArgs(ProfileE2E, "--statsd", "auto", "--statsd-service", "o11y/otel-scraper")...)
+	fx.golden("e2e-pass", err, runFiles...)
+	out := fx.stdout.String()
+	for _, want := range []string{"SORTIE_SAVED dir=", "SUMMARY restart-watch verdict=PASS", "VERDICT PASS targets=3", "SOAK PASS gate=0 watchdog=PASS churn=none saver=saved"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{"SAVED", "report.json", "results.jsonl", "save.log", "restart-watch.log", kickoffLog, planFile, valuesFile} {
+		if _, err := os.Stat(filepath.Join(fx.dir, f)); err != nil {
+			t.Errorf("run directory lacks %s: %v", f, err)
+		}
+	}
+	// The plan points at the headless Service and was rendered for the two
+	// engines that were listed.
+	plan, _ := os.ReadFile(filepath.Join(fx.dir, planFile))
+	if !strings.Contains(string(plan), "soak-sortie-engine-nodes.sortie.svc.cluster.local:8443") ||
+		!strings.Contains(string(plan), "10.96.0.10:9125") {
+		t.Errorf("plan.yaml:\n%s", plan)
+	}
+	// kickoff.log holds the kickoff's lines with their times.
+	klog, _ := os.ReadFile(filepath.Join(fx.dir, kickoffLog))
+	if !strings.Contains(string(klog), "2031-03-04T10:00:00Z STEP run e2e-20310304T100000Z") {
+		t.Errorf("kickoff.log:\n%s", klog)
+	}
+}
+
+// TestKickoffSoak is a soak run with a churn schedule of one roll, started
+// at T0 beside the watchdog.
+func TestKickoffSoak(t *testing.T) {
+	fx := newKfix(t)
+	fx.pvcFiles(ProfileSoak)
+	fx.rolls = filepath.Join(fx.tmp, "rolls.txt")
+	write(t, fx.rolls, "# one roll under the load\n1 roll deployment/svc-a\n")
+	err := fx.run(fx.runArgs(ProfileSoak, "--rolls", fx.rolls)...)
+	fx.golden("soak-pass", err, runEnvFile)
+	out := fx.stdout.String()
+	for _, want := range []string{"ROLLED soak/deployment/svc-a", "CHURN COMPLETE steps=1", "SOAK PASS gate=0 watchdog=PASS churn=complete saver=saved"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestKickoffAborts covers each way a run stops before the load: what was
+// started is named, and nothing after the failing step happens.
+func TestKickoffAborts(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(fx *kfix)
+		extra []string
+		check func(t *testing.T, fx *kfix)
+	}{
+		{
+			name: "run-dir-exists",
+			setup: func(fx *kfix) {
+				os.MkdirAll(fx.dir, 0o755)
+				write(fx.t, filepath.Join(fx.dir, "run.env"), "JOB=earlier\n")
+			},
+			check: func(t *testing.T, fx *kfix) {
+				if len(fx.componentsCreated) != 0 {
+					t.Errorf("clients were made for a refused directory: %v", fx.componentsCreated)
+				}
+			},
+		},
+		{
+			name: "provenance-tag-refused",
+			setup: func(fx *kfix) {
+				fx.values = filepath.Join(fx.tmp, "values.yaml")
+				write(fx.t, fx.values, "images:\n  allowTags: true\n  engine:\n    digest: \"\"\n    tag: latest\n")
+			},
+		},
+		{
+			name:  "verify-without-verifier",
+			extra: []string{"--verify", "--key", "cosign.pub"},
+		},
+		{
+			name: "preflight-failures",
+			setup: func(fx *kfix) {
+				fx.objects = append(fx.objects,
+					systemPod("kube-proxy-9xk2d", corev1.PodRunning, 1, 10),
+					systemPod("coredns-5d78c9869d-fghij", corev1.PodPending, 0, 1),
+					&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: kNS, Name: "soak-sortie-driver",
+						Labels: map[string]string{"app.kubernetes.io/instance": kRelease, "app.kubernetes.io/name": "sortie"}}},
+					&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "sortie-soak"}, Value: 5},
+				)
+				fx.objects = without(fx.objects, "svc-b")
+				fx.helm.status = "deployed"
+			},
+			extra: []string{"--watch-namespaces", "gone"},
+		},
+		{
+			name: "no-default-storage-class",
+			setup: func(fx *kfix) {
+				fx.objects = append(without(fx.objects, "standard"), storageClass("fast", false), storageClass("slow", false))
+			},
+		},
+		{
+			name:  "engines-not-ready",
+			setup: func(fx *kfix) { fx.dsReadyAt = 0 },
+			extra: []string{"--engines-timeout", "10s"},
+		},
+		{
+			name:  "service-lists-no-engine",
+			setup: func(fx *kfix) { fx.slicesAt = 0 },
+			extra: []string{"--engines-timeout", "10s", "--settle", "0s"},
+		},
+		{
+			// The Job ended before the kickoff looked at its pod: the saver,
+			// armed first, copies its report out, and the ABORT quotes it.
+			name: "job-ended-before-pod-check",
+			setup: func(fx *kfix) {
+				fx.driverPhase = corev1.PodSucceeded
+				fx.jobDoneAtUpgrade = true
+				fx.duration = 0
+				fx.pvcFiles(ProfileE2E)
+			},
+			check: func(t *testing.T, fx *kfix) {
+				if _, err := os.Stat(filepath.Join(fx.dir, "SAVED")); err != nil {
+					t.Errorf("the saver did not save the ended run: %v", err)
+				}
+			},
+		},
+		{
+			name:  "driver-pod-pending",
+			setup: func(fx *kfix) { fx.driverPhase = corev1.PodPending },
+			extra: []string{"--pod-timeout", "6s"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newKfix(t)
+			if tt.setup != nil {
+				tt.setup(fx)
+			}
+			extra := tt.extra
+			if fx.values != "" {
+				extra = append(extra, "--values", fx.values)
+			}
+			err := fx.run(fx.runArgs(ProfileE2E, extra...)...)
+			if code := exitCode(err); code != cli.ExitFail {
+				t.Errorf("exit %d, want 1:\n%s", code, fx.stdout.String())
+			}
+			if !strings.Contains(fx.stdout.String(), "ABORT ") {
+				t.Errorf("no ABORT line:\n%s", fx.stdout.String())
+			}
+			fx.golden("abort-"+tt.name, err, runEnvFile)
+			if tt.check != nil {
+				tt.check(t, fx)
+			}
+		})
+	}
+}
+
+// without drops the objects of a name.
+func without(objs []runtime.Object, name string) []runtime.Object {
+	var out []runtime.Object
+	for _, o := range objs {
+		if m, ok := o.(metav1.Object); ok && m.GetName() == name {
+			continue
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// TestKickoffInterrupted: SIGTERM while the run is under way stops the
+// watchdog (its summary says TERM), leaves the Job to run, and exits 143.
+func TestKickoffInterrupted(t *testing.T) {
+	fx := newKfix(t)
+	fx.signalAt = "STEP waiting for the saver"
+	err := fx.run(fx.runArgs(ProfileE2E)...)
+	fx.golden("interrupted", err)
+	out := fx.stdout.String()
+	for _, want := range []string{"SUMMARY restart-watch verdict=UNPROVEN", "ended=TERM", "INTERRUPTED terminated: the Job goes on"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !fx.exists(gvrJobs, kNS, kNames.Job) {
+		t.Error("the Job was deleted")
+	}
+}

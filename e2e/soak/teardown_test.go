@@ -1,0 +1,233 @@
+package soak
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/sortie-soak/sortie/internal/cli"
+)
+
+var gvrPVCs = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+
+// TestTeardown runs soak teardown on the run directory of a run that was
+// installed: refused without SAVED, forced, kept PVC, purged PVC.
+func TestTeardown(t *testing.T) {
+	const runEnv = "RUN_TAG=e2e-20310304T100000Z\nCONTEXT=kind-soak\nNAMESPACE=sortie\nRELEASE=soak\n" +
+		"PVC=soak-sortie-report\nPRIORITY_CLASS=sortie-soak\nJOB=soak-sortie-driver\n"
+	tests := []struct {
+		name    string
+		saved   bool
+		runEnv  string
+		args    []string
+		wantPVC bool
+		code    int
+	}{
+		{name: "refused-without-saved", runEnv: runEnv, wantPVC: true, code: cli.ExitFail},
+		{name: "saved-keeps-pvc", saved: true, runEnv: runEnv, wantPVC: true},
+		{name: "saved-purge", saved: true, runEnv: runEnv, args: []string{"--purge"}},
+		{name: "forced-without-saved", runEnv: runEnv, args: []string{"--force"}, wantPVC: true},
+		{
+			// A run that aborted before run.env: the HINT's flags name it.
+			name:    "forced-without-run-env",
+			args:    []string{"--force", "--context", kContext, "--namespace", kNS, "--release", kRelease},
+			wantPVC: true,
+		},
+		{name: "without-run-env-or-flags", args: []string{"--force"}, wantPVC: true, code: cli.ExitUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newKfix(t)
+			fx.objects = append(fx.objects, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: kNS, Name: "soak-sortie-report"}})
+			fx.helm.installed = true
+			if err := os.MkdirAll(fx.dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if tt.runEnv != "" {
+				write(t, filepath.Join(fx.dir, runEnvFile), tt.runEnv)
+			}
+			if tt.saved {
+				write(t, filepath.Join(fx.dir, "SAVED"), "2031-03-04T10:20:00Z\n")
+			}
+			err := fx.run(append([]string{"teardown", "--dir", fx.dir}, tt.args...)...)
+			if got := exitCode(err); got != tt.code {
+				t.Errorf("exit %d, want %d (%v):\n%s", got, tt.code, err, fx.stdout.String())
+			}
+			if got := fx.exists(gvrPVCs, kNS, "soak-sortie-report"); got != tt.wantPVC {
+				t.Errorf("pvc exists: %t, want %t", got, tt.wantPVC)
+			}
+			if tt.code == cli.ExitUsage {
+				return
+			}
+			fx.golden("teardown-"+tt.name, err)
+		})
+	}
+}
+
+// TestRunFlags holds the flags of soak run to their meaning and refuses
+// unusable ones with exit 2 before anything is asked of a cluster.
+func TestRunFlags(t *testing.T) {
+	dir := t.TempDir()
+	targets := filepath.Join(dir, "targets.txt")
+	write(t, targets, "svc-a  http://svc-a.soak.test:8080/  3\nsvc-b  http://svc-b.soak.test:8080/  3\necho   http://echo.soak.test:8080/   1\n")
+	base := []string{"--context", "kind-soak", "--targets", targets, "--reader-image", kReader}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr []string // substrings of the usage error; none: the flags parse
+		check   func(t *testing.T, o RunOptions)
+	}{
+		{
+			name: "defaults",
+			args: append([]string{"e2e"}, base...),
+			check: func(t *testing.T, o RunOptions) {
+				want := DefaultRunOptions()
+				want.Profile, want.Context, want.TargetsFile, want.ReaderImage = "e2e", "kind-soak", targets, kReader
+				if diff := cmp.Diff(want, o); diff != "" {
+					t.Errorf("options (-want +got):\n%s", diff)
+				}
+				if o.PlannedDuration().String() != "15m0s" {
+					t.Errorf("planned duration %s", o.PlannedDuration())
+				}
+			},
+		},
+		{
+			name: "every flag",
+			args: append([]string{"soak"}, append(base, "--namespace", "aether-test", "--release", "nightly",
+				"--rate", "42", "--duration", "8h", "--statsd", "10.0.0.1:9125", "--storage-class", "local-path",
+				"--verify", "--identity", "https://github.com/x/y/.github/workflows/publish.yml@refs/heads/main",
+				"--issuer", "https://token.actions.githubusercontent.com", "--rolls", "churn/schedules/soak.txt",
+				"--dir", "runs/n1", "--settle", "1m", "--priority-class", "soak-loader", "--priority-value", "2000",
+				"--system-namespaces", "kube-system,aether-system", "--watch-namespaces", "aether-system,aether-ingress",
+				"--watch-interval", "1m", "--reader-command", "/bin/cat --", "--engines-timeout", "10m",
+				"--pod-timeout", "4m", "--poll", "5s", "--kubeconfig", "/k/config", "--values", "v.yaml")...),
+			check: func(t *testing.T, o RunOptions) {
+				if o.Rate != 42 || o.Duration.String() != "8h0m0s" || o.PriorityValue != 2000 ||
+					!cmp.Equal(o.SystemNamespaces, []string{"kube-system", "aether-system"}) ||
+					!cmp.Equal(o.WatchNamespaces, []string{"aether-system", "aether-ingress"}) ||
+					o.ReaderCommand != "/bin/cat --" || !o.Verify || o.Rolls != "churn/schedules/soak.txt" ||
+					o.Kubeconfig != "/k/config" || o.ValuesFile != "v.yaml" || o.Settle.String() != "1m0s" {
+					t.Errorf("options: %+v", o)
+				}
+			},
+		},
+		{name: "no profile", args: base, wantErr: []string{"needs a profile"}},
+		{name: "bad profile", args: append([]string{"local"}, base...), wantErr: []string{`profile "local"`}},
+		{name: "no context", args: []string{"e2e", "--targets", targets, "--reader-image", kReader}, wantErr: []string{"--context is required"}},
+		{name: "soak without rolls", args: append([]string{"soak"}, base...), wantErr: []string{"soak needs --rolls"}},
+		{
+			name: "every problem at once",
+			args: []string{"e2e", "--rate", "0", "--duration", "1.5s", "--statsd", "statsd:9125", "--release", "Soak_1",
+				"--key", "k.pub", "--poll", "0s", "--priority-value", "-1"},
+			wantErr: []string{"--context is required", "--targets is required", "--rate 0", "--duration 1.5s",
+				`--statsd "statsd:9125"`, `--release "Soak_1"`, "need --verify", "--poll must be positive",
+				"--priority-value -1", "--reader-image is required"},
+		},
+		{name: "verify without key or identity", args: append([]string{"e2e", "--verify"}, base...), wantErr: []string{"--verify needs --key"}},
+		{name: "verify with both", args: append([]string{"e2e", "--verify", "--key", "k", "--identity", "i", "--issuer", "s"}, base...), wantErr: []string{"not both"}},
+		{name: "extra argument", args: append([]string{"e2e", "now"}, base...), wantErr: []string{"unexpected arguments: now"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			o, help, err := parseRunFlags(tt.args, &stderr)
+			if help {
+				t.Fatal("help")
+			}
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				tt.check(t, o)
+				return
+			}
+			if err == nil {
+				t.Fatalf("no error, want %q", tt.wantErr)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRunUsageExits checks the exit codes of unusable input through the
+// command: bad flags, a targets file whose rate does not split, an
+// unreadable schedule, and --help.
+func TestRunUsageExits(t *testing.T) {
+	fx := newKfix(t)
+	bad := filepath.Join(fx.tmp, "bad-rolls.txt")
+	write(t, bad, "5 roll deployment/svc-a\n3 roll deployment/svc-b\n")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  string
+	}{
+		{"help", []string{"run", "--help"}, cli.ExitOK, "Usage: soak run e2e|soak"},
+		{"profile help", []string{"run", "e2e", "--help"}, cli.ExitOK, "Usage: soak run e2e|soak"},
+		{"teardown help", []string{"teardown", "--help"}, cli.ExitOK, "Usage: soak teardown"},
+		{"unknown flag", []string{"run", "e2e", "--bogus"}, cli.ExitUsage, "flag provided but not defined"},
+		{"rate does not split", fx.runArgs(ProfileE2E, "--rate", "20"), cli.ExitUsage, ""},
+		{"bad schedule", fx.runArgs(ProfileSoak, "--rolls", bad), cli.ExitUsage, ""},
+		{"teardown without dir", []string{"teardown"}, cli.ExitUsage, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fx := newKfix(t)
+			err := fx.run(tt.args...)
+			if got := exitCode(err); got != tt.code {
+				t.Errorf("exit %d, want %d: %v", got, tt.code, err)
+			}
+			if !strings.Contains(fx.stderr.String(), tt.out) {
+				t.Errorf("stderr lacks %q:\n%s", tt.out, fx.stderr.String())
+			}
+			if len(fx.componentsCreated) != 0 {
+				t.Errorf("a client was made: %v", fx.componentsCreated)
+			}
+		})
+	}
+}
+
+// TestParseRunEnvKeys reads the run.env the kickoff writes and the forms a
+// person may write by hand.
+func TestParseRunEnvKeys(t *testing.T) {
+	in := "# comment\n\nRELEASE=soak\nexport NAMESPACE=sortie\nREADER_COMMAND='/bin/cat --'\nX=\"a b\"\nRELEASE=later\nEMPTY=\n"
+	got, err := parseRunEnvKeys(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"RELEASE": "later", "NAMESPACE": "sortie", "READER_COMMAND": "/bin/cat --", "X": "a b", "EMPTY": ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if _, err := parseRunEnvKeys(strings.NewReader("RELEASE=soak\nnot a line\n9X=1\n")); err == nil ||
+		!strings.Contains(err.Error(), "run.env:2") || !strings.Contains(err.Error(), "run.env:3") {
+		t.Errorf("bad lines: %v", err)
+	}
+}
+
+// FuzzParseRunEnvKeys: any input gives keys that are shell names, or an
+// error; never a panic.
+func FuzzParseRunEnvKeys(f *testing.F) {
+	f.Add("RELEASE=soak\nNAMESPACE='a b'\n")
+	f.Add("export X=\"\n#\n=\n'")
+	f.Add("A=\"x'\nB='\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		vals, _ := parseRunEnvKeys(strings.NewReader(s))
+		for k := range vals {
+			if !runEnvKey.MatchString(k) {
+				t.Errorf("key %q", k)
+			}
+		}
+	})
+}
