@@ -91,7 +91,20 @@ func PinValues(values []byte, l Lock) ([]byte, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return []byte(strings.Join(lines, "")), nil
+	out := []byte(strings.Join(lines, ""))
+	// The rewrite is textual; read the result back so that a scalar the
+	// rewrite misjudged (an odd quoting, a value spanning lines) is an
+	// error rather than a broken values file.
+	for _, b := range Binaries {
+		if b.ValuesKey == "" {
+			continue
+		}
+		want, _ := l.Digest(b.Name)
+		if got, err := ValuesDigest(out, b.ValuesKey); err != nil || got != want {
+			return nil, fmt.Errorf("values: images.%s.digest: rewriting it in place failed (write it as digest: \"\" on one line)", b.ValuesKey)
+		}
+	}
+	return out, nil
 }
 
 // replaceScalar rewrites the single-line scalar n inside lines (the file
@@ -120,8 +133,15 @@ func replaceScalar(lines []string, n *yaml.Node, value string) error {
 		}
 		end = -1
 		for i := start + 1; i < len(line); i++ {
-			if line[i] == q {
+			switch {
+			case q == '"' && line[i] == '\\':
+				i++ // an escape: skip the escaped character
+			case q == '\'' && line[i] == q && i+1 < len(line) && line[i+1] == q:
+				i++ // '' is a quote inside a single-quoted scalar
+			case line[i] == q:
 				end = i + 1
+			}
+			if end >= 0 {
 				break
 			}
 		}

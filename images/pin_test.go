@@ -186,3 +186,57 @@ func TestReadmeSnippet(t *testing.T) {
 		t.Errorf("ReadmeSnippet = %q", s)
 	}
 }
+
+func FuzzPinValues(f *testing.F) {
+	if b, err := os.ReadFile("testdata/values.yaml"); err == nil {
+		f.Add(string(b))
+	}
+	f.Add("images:\n  engine: {digest: \"\"}\n  driver: {digest: ''}\n")
+	f.Add("images:\n  engine:\n    digest: \"a\\\"b\"\n  driver:\n    digest: x\n")
+	f.Add("images: [1, 2]\n")
+	l := Lock{Images: []LockEntry{
+		{Name: "sortie-engine", Digest: "sha256:" + hexA},
+		{Name: "sortie", Digest: "sha256:" + hexB},
+	}}
+	f.Fuzz(func(t *testing.T, values string) {
+		out, err := PinValues([]byte(values), l)
+		if err != nil {
+			return
+		}
+		// Whatever pins reads back with the lock's digests.
+		for key, want := range map[string]string{"engine": "sha256:" + hexA, "driver": "sha256:" + hexB} {
+			got, err := ValuesDigest(out, key)
+			if err != nil {
+				t.Fatalf("pinned values do not parse: %v\n%s", err, out)
+			}
+			if got != want {
+				t.Fatalf("images.%s.digest = %q after pinning, want %q\nin:\n%s\nout:\n%s", key, got, want, values, out)
+			}
+		}
+	})
+}
+
+func FuzzPinReadme(f *testing.F) {
+	if b, err := os.ReadFile("testdata/readme.md"); err == nil {
+		f.Add(string(b))
+	}
+	f.Add("sortie@sha256:" + hexA + " x/sortie-engine@sha256:" + hexB)
+	l := Lock{Images: []LockEntry{
+		{Name: "sortie-engine", Digest: "sha256:" + hexA},
+		{Name: "sortie", Digest: "sha256:" + hexB},
+	}}
+	f.Fuzz(func(t *testing.T, readme string) {
+		out, err := PinReadme([]byte(readme), l)
+		if err != nil {
+			return
+		}
+		for n, ds := range ReadmeDigests(out) {
+			want, _ := l.Digest(n)
+			for _, d := range ds {
+				if d != want {
+					t.Fatalf("%s@%s left after pinning", n, d)
+				}
+			}
+		}
+	})
+}
