@@ -85,7 +85,7 @@ func RealKubeEnv() KubeEnv {
 			return NewHelm(path, context), nil
 		},
 		Clock:      clock.Real{},
-		Provenance: DigestOnly,
+		Provenance: CheckProvenance,
 	}
 }
 

@@ -55,11 +55,16 @@ type RunOptions struct {
 	// StorageClass of the report PVC; empty: the only default class, else
 	// the only class.
 	StorageClass string
-	// Verify requires signatures on the chart and every image: with Key (a
-	// cosign public key) or with Identity and Issuer (keyless).
-	Verify           bool
-	Key              string
-	Identity, Issuer string
+	// Verify requires a cosign signature on every image: with Key (a cosign
+	// public key) or keyless with Identity and Issuer, checked against the
+	// Sigstore TrustedRoot file (nothing is fetched).
+	Verify                        bool
+	Key                           string
+	Identity, Issuer, TrustedRoot string
+	// ChartDigest is the content digest the chart built into this binary
+	// must have (provenance.ChartDirDigest of charts/sortie); empty takes
+	// the binary's own, and the run directory records it.
+	ChartDigest string
 	// Rolls is the churn schedule file (required for soak, optional for e2e).
 	Rolls string
 	// Dir is the run directory; it must not exist or be empty.
@@ -155,13 +160,16 @@ func (o RunOptions) Validate() error {
 			bad("--storage-class %q: %s", o.StorageClass, msg)
 		}
 	}
-	switch {
-	case !o.Verify && (o.Key != "" || o.Identity != "" || o.Issuer != ""):
-		bad("--key, --identity and --issuer need --verify")
-	case o.Verify && o.Key != "" && (o.Identity != "" || o.Issuer != ""):
+	switch keyless := o.Identity != "" || o.Issuer != "" || o.TrustedRoot != ""; {
+	case !o.Verify && (o.Key != "" || keyless):
+		bad("--key, --identity, --issuer and --trusted-root need --verify")
+	case o.Verify && o.Key != "" && keyless:
 		bad("--verify takes --key or --identity with --issuer, not both")
-	case o.Verify && o.Key == "" && (o.Identity == "" || o.Issuer == ""):
-		bad("--verify needs --key FILE, or --identity and --issuer (keyless)")
+	case o.Verify && o.Key == "" && (o.Identity == "" || o.Issuer == "" || o.TrustedRoot == ""):
+		bad("--verify needs --key FILE, or --identity, --issuer and --trusted-root FILE (keyless)")
+	}
+	if o.ChartDigest != "" && !isDigest(o.ChartDigest) {
+		bad("--chart-digest %q: want sha256: and 64 lower-case hex digits", o.ChartDigest)
 	}
 	if o.Profile == ProfileSoak && o.Rolls == "" {
 		bad("soak needs --rolls FILE, the churn schedule (e.g. churn/schedules/soak.txt)")
@@ -196,6 +204,15 @@ func (o RunOptions) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// isDigest reports whether d is sha256:<64 lower-case hex>.
+func isDigest(d string) bool {
+	hex, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	return strings.Trim(hex, "0123456789abcdef") == ""
 }
 
 // checkHostPort accepts IP:PORT with a numeric IP and a port in 1..65535.
@@ -243,9 +260,11 @@ Launches a sortie run on a Kubernetes cluster and stays with it to the end.
 Steps, in this order, each printed as one STEP line:
   1. refuse a run directory (--dir) that exists and is not empty
   2. pre-flight, every check run, nothing changed: the API server answers;
-     the chart renders with these values and every image the release would
+     the chart renders with these values; every image the release would
      run (and the reader image) is a digest reference, signed with --verify
-     (else "provenance NOT VERIFIED"); the PriorityClass is absent or the
+     (else "provenance NOT VERIFIED"); the chart built into this binary,
+     written to DIR/chart/sortie, has its content digest (--chart-digest);
+     the PriorityClass is absent or the
      soak's own; every pod of the system namespaces is ready (ready/total
      containers compared as numbers); every target's Service exists; the
      release has no earlier Job and no release of that name exists; the
@@ -322,6 +341,8 @@ func parseRunFlags(args []string, stderr io.Writer) (o RunOptions, help bool, er
 	fs.StringVar(&o.Key, "key", o.Key, "cosign public key `file` for --verify")
 	fs.StringVar(&o.Identity, "identity", o.Identity, "keyless --verify: the signer's certificate identity")
 	fs.StringVar(&o.Issuer, "issuer", o.Issuer, "keyless --verify: the signer's OIDC issuer")
+	fs.StringVar(&o.TrustedRoot, "trusted-root", o.TrustedRoot, "keyless --verify: Sigstore trusted root `file` (trusted_root.json)")
+	fs.StringVar(&o.ChartDigest, "chart-digest", o.ChartDigest, "content `digest` the built-in chart must have (sha256:...; default: the binary's own, recorded)")
 	fs.StringVar(&o.Rolls, "rolls", o.Rolls, "churn schedule `FILE` (required for soak)")
 	fs.StringVar(&o.Dir, "dir", o.Dir, "run `DIR` (default soak-runs/<profile>-<UTC time>); must not exist or be empty")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "wait after the engines are listed, before the plan is rendered")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -62,6 +63,14 @@ var (
 		{"soak-sortie-engine-m4k8d", "10.0.2.6", "node-b"},
 	}
 )
+
+// standInValues pin the release's images to stand-in digests.
+const standInValues = `images:
+  engine:
+    digest: "sha256:eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+  driver:
+    digest: "sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+`
 
 // recorder is the golden transcript: the kickoff's API actions and the
 // Helm calls, in the order they were made.
@@ -234,13 +243,17 @@ func newKfix(t *testing.T) *kfix {
 		dsReadyAt:         2,
 		slicesAt:          2,
 		driverPhase:       corev1.PodRunning,
-		provenance:        DigestOnly,
+		provenance:        CheckProvenance,
 		duration:          150 * time.Second,
 		files:             map[string][]byte{},
 		componentsCreated: map[string]int{},
 	}
 	fx.helm = &fakeHelm{rec: fx.rec, onInstall: fx.makeEngines, onUpgrade: fx.makeJob}
 	fx.stdout.written = make(chan struct{}, 1)
+	// Stand-in digests: pinning the chart's default images to new builds
+	// does not change these transcripts.
+	fx.values = filepath.Join(tmp, "values.yaml")
+	write(t, fx.values, standInValues)
 	write(t, fx.targets, "svc-a  http://svc-a.soak.test:8080/  3\nsvc-b  http://svc-b.soak.test:8080/  3\necho   http://echo.soak.test:8080/   1\n")
 	fx.objects = baseObjects()
 	return fx
@@ -632,6 +645,9 @@ func (fx *kfix) drive(ctx context.Context, done chan error) error {
 // components' own lines carry the times of their clock, which moves in no
 // fixed order with the kickoff's.
 func kickoffLines(out, dir string) string {
+	// The chart's content digest changes with every edit of the chart.
+	out = chartDigestRE.ReplaceAllString(out, "chart/sortie sha256:CHART")
+	out = strings.ReplaceAll(out, embeddedDigest, "sha256:CHART")
 	var b strings.Builder
 	for _, l := range strings.Split(out, "\n") {
 		for _, p := range []string{"PREFLIGHT ", "STEP ", "ABORT ", "HINT ", "NOTE ", "WARNING ", "SOAK ", "INTERRUPTED ",
@@ -644,6 +660,22 @@ func kickoffLines(out, dir string) string {
 	}
 	return b.String()
 }
+
+var chartDigestRE = regexp.MustCompile(`chart/sortie sha256:[0-9a-f]{64}`)
+
+// embeddedDigest is the content digest of the chart built into the test.
+var embeddedDigest = func() string {
+	dir, err := os.MkdirTemp("", "chart")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	_, d, err := writeEmbeddedChart(dir)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}()
 
 // golden is the transcript, the kickoff's lines, the exit code and the
 // files of the run directory that describe the run.

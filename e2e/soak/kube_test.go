@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/provenance"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -24,7 +25,7 @@ func exitCode(err error) int { return cli.Code(err) }
 func (fx *kfix) runArgs(profile string, extra ...string) []string {
 	args := []string{"run", profile, "--context", kContext, "--namespace", kNS, "--release", kRelease,
 		"--targets", fx.targets, "--rate", "21", "--duration", "150s", "--statsd", "off",
-		"--dir", fx.dir, "--reader-image", kReader, "--watch-interval", "30s"}
+		"--dir", fx.dir, "--reader-image", kReader, "--watch-interval", "30s", "--values", fx.values}
 	return append(args, extra...)
 }
 
@@ -104,13 +105,16 @@ func TestKickoffAborts(t *testing.T) {
 		{
 			name: "provenance-tag-refused",
 			setup: func(fx *kfix) {
-				fx.values = filepath.Join(fx.tmp, "values.yaml")
-				write(fx.t, fx.values, "images:\n  allowTags: true\n  engine:\n    digest: \"\"\n    tag: latest\n")
+				write(fx.t, fx.values, standInValues+"  allowTags: true\n  engine:\n    digest: \"\"\n    tag: \"1.0\"\n")
 			},
 		},
 		{
-			name:  "verify-without-verifier",
-			extra: []string{"--verify", "--key", "cosign.pub"},
+			name:  "verify-key-unreadable",
+			extra: []string{"--verify", "--key", "/nonexistent/cosign.pub"},
+		},
+		{
+			name:  "chart-digest-differs",
+			extra: []string{"--chart-digest", "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"},
 		},
 		{
 			name: "preflight-failures",
@@ -171,11 +175,7 @@ func TestKickoffAborts(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(fx)
 			}
-			extra := tt.extra
-			if fx.values != "" {
-				extra = append(extra, "--values", fx.values)
-			}
-			err := fx.run(fx.runArgs(ProfileE2E, extra...)...)
+			err := fx.run(fx.runArgs(ProfileE2E, tt.extra...)...)
 			if code := exitCode(err); code != cli.ExitFail {
 				t.Errorf("exit %d, want 1:\n%s", code, fx.stdout.String())
 			}
@@ -217,5 +217,27 @@ func TestKickoffInterrupted(t *testing.T) {
 	}
 	if !fx.exists(gvrJobs, kNS, kNames.Job) {
 		t.Error("the Job was deleted")
+	}
+}
+
+// TestEmbeddedChartDigest: the digest the kickoff records for the chart it
+// installs is the content digest of the chart's source directory, so an
+// operator can hold a binary to a reviewed chart with --chart-digest.
+func TestEmbeddedChartDigest(t *testing.T) {
+	dir := t.TempDir()
+	path, digest, err := writeEmbeddedChart(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := provenance.ChartDirDigest(filepath.Join("..", "..", "charts", "sortie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := provenance.ChartDirDigest(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest != src || written != src {
+		t.Errorf("embedded %s, written %s, source %s", digest, written, src)
 	}
 }

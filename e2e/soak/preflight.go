@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -24,6 +23,7 @@ import (
 
 	chart "github.com/sortie-soak/sortie/charts"
 	"github.com/sortie-soak/sortie/churn"
+	"github.com/sortie-soak/sortie/provenance"
 	"github.com/sortie-soak/sortie/watchdog"
 )
 
@@ -115,41 +115,58 @@ func jobNames(jobs []batchv1.Job) []string {
 }
 
 // preflightProvenance renders the release as the run will install it and
-// checks every image it would run, and the reader pod's image.
+// checks every image it would run, the reader pod's image, and the chart.
 func (k *kickoff) preflightProvenance(ctx context.Context, ok, fail func(string, ...any)) {
 	manifests, err := chart.Render(k.values(true, placeholderPlan), k.o.Release, k.o.Namespace)
 	if err != nil {
 		fail("chart: does not render with these values: %s", oneLine(err))
 		return
 	}
-	images, byContainer, err := releaseImages(manifests)
+	images, err := provenance.ImageRefs([]byte(chart.Join(manifests)))
 	if err != nil {
 		fail("chart: %s", oneLine(err))
 		return
 	}
-	k.driverImage = byContainer[chart.DriverContainer]
+	k.driverImage = driverImage(manifests)
 	if k.driverImage == "" {
 		fail("chart: the rendered release has no %s container", chart.DriverContainer)
 	}
-	ok("chart %s renders: %d images (%s)", chart.ChartName, len(images), strings.Join(images, ", "))
+	ok("chart %s renders: the release runs %d images", chart.ChartName, len(images))
 	refs := append([]string{}, images...)
 	if !contains(refs, k.o.ReaderImage) {
 		refs = append(refs, k.o.ReaderImage)
 		sort.Strings(refs)
 	}
+	dir, digest, err := writeEmbeddedChart(k.dir)
+	if err != nil {
+		fail("chart: write it into the run directory: %s", oneLine(err))
+		return
+	}
+	want := digest
+	if k.o.ChartDigest != "" {
+		want = k.o.ChartDigest
+	}
 	lines, err := k.env.Provenance(ctx, ProvenanceRequest{
-		Images: refs, Verify: k.o.Verify, Key: k.o.Key, Identity: k.o.Identity, Issuer: k.o.Issuer,
+		Images: refs, Chart: dir, ChartDigest: want,
+		Verify: k.o.Verify, Key: k.o.Key, Identity: k.o.Identity, Issuer: k.o.Issuer, TrustedRoot: k.o.TrustedRoot,
 	})
 	if err != nil {
-		fail("provenance: %s", oneLine(err))
+		for _, l := range readLines(err.Error()) {
+			fail("provenance: %s", l)
+		}
 		return
 	}
 	for _, l := range lines {
-		if strings.Contains(l, "NOT VERIFIED") {
-			k.line("PREFLIGHT note provenance: %s", l)
+		if strings.Contains(l, provenance.NotVerified) {
+			k.line("PREFLIGHT note %s", l)
 			continue
 		}
 		ok("provenance: %s", l)
+	}
+	if k.o.Verify {
+		// The chart is this binary's own: a signature on it is the
+		// binary's (its image's), which is not checked here.
+		k.line("PREFLIGHT note provenance: the chart is the one built into this binary (content %s); its signature is its image's", digest)
 	}
 }
 
@@ -162,47 +179,26 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// releaseImages decodes a rendered release and returns the images its pods
-// would run, sorted, each once, and the image of each container by name.
-func releaseImages(manifests map[string]string) ([]string, map[string]string, error) {
-	seen := map[string]bool{}
-	byContainer := map[string]string{}
+// driverImage returns the image of the driver container of a rendered
+// release, or "".
+func driverImage(manifests map[string]string) string {
 	dec := scheme.Codecs.UniversalDeserializer()
 	for _, path := range chart.Paths(manifests) {
 		for _, doc := range splitYAMLDocs(manifests[path]) {
 			obj, _, err := dec.Decode([]byte(doc), nil, nil)
 			if err != nil {
-				return nil, nil, fmt.Errorf("decode %s: %w", path, err)
-			}
-			var spec *corev1.PodSpec
-			switch o := obj.(type) {
-			case *appsv1.DaemonSet:
-				spec = &o.Spec.Template.Spec
-			case *appsv1.Deployment:
-				spec = &o.Spec.Template.Spec
-			case *batchv1.Job:
-				spec = &o.Spec.Template.Spec
-			case *corev1.Pod:
-				spec = &o.Spec
-			}
-			if spec == nil {
 				continue
 			}
-			for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
-				seen[c.Image] = true
-				byContainer[c.Name] = c.Image
+			if job, isJob := obj.(*batchv1.Job); isJob {
+				for _, c := range job.Spec.Template.Spec.Containers {
+					if c.Name == chart.DriverContainer {
+						return c.Image
+					}
+				}
 			}
 		}
 	}
-	images := make([]string, 0, len(seen))
-	for img := range seen {
-		images = append(images, img)
-	}
-	sort.Strings(images)
-	if len(images) == 0 {
-		return nil, nil, errors.New("the rendered release runs no image")
-	}
-	return images, byContainer, nil
+	return ""
 }
 
 // splitYAMLDocs splits a multi-document YAML stream at its "---" lines.

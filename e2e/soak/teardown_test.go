@@ -103,7 +103,7 @@ func TestRunFlags(t *testing.T) {
 			args: append([]string{"soak"}, append(base, "--namespace", "aether-test", "--release", "nightly",
 				"--rate", "42", "--duration", "8h", "--statsd", "10.0.0.1:9125", "--storage-class", "local-path",
 				"--verify", "--identity", "https://github.com/x/y/.github/workflows/publish.yml@refs/heads/main",
-				"--issuer", "https://token.actions.githubusercontent.com", "--rolls", "churn/schedules/soak.txt",
+				"--issuer", "https://token.actions.githubusercontent.com", "--trusted-root", "trusted_root.json", "--rolls", "churn/schedules/soak.txt",
 				"--dir", "runs/n1", "--settle", "1m", "--priority-class", "soak-loader", "--priority-value", "2000",
 				"--system-namespaces", "kube-system,aether-system", "--watch-namespaces", "aether-system,aether-ingress",
 				"--watch-interval", "1m", "--reader-command", "/bin/cat --", "--engines-timeout", "10m",
@@ -132,6 +132,8 @@ func TestRunFlags(t *testing.T) {
 		},
 		{name: "verify without key or identity", args: append([]string{"e2e", "--verify"}, base...), wantErr: []string{"--verify needs --key"}},
 		{name: "verify with both", args: append([]string{"e2e", "--verify", "--key", "k", "--identity", "i", "--issuer", "s"}, base...), wantErr: []string{"not both"}},
+		{name: "keyless without trusted root", args: append([]string{"e2e", "--verify", "--identity", "i", "--issuer", "s"}, base...), wantErr: []string{"--trusted-root FILE"}},
+		{name: "bad chart digest", args: append([]string{"e2e", "--chart-digest", "sha256:ABC"}, base...), wantErr: []string{`--chart-digest "sha256:ABC"`}},
 		{name: "extra argument", args: append([]string{"e2e", "now"}, base...), wantErr: []string{"unexpected arguments: now"}},
 	}
 	for _, tt := range tests {

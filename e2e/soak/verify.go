@@ -2,9 +2,15 @@ package soak
 
 import (
 	"context"
-	"errors"
+	"crypto/sha256"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
+
+	chart "github.com/sortie-soak/sortie/charts"
+	"github.com/sortie-soak/sortie/provenance"
 )
 
 // ProvenanceRequest is what the pre-flight asks of the provenance check:
@@ -13,55 +19,73 @@ import (
 type ProvenanceRequest struct {
 	// Images are the image references, sorted, each once.
 	Images []string
-	// Verify requires a valid signature on each reference: with Key (a
-	// cosign public key file) or keyless with Identity and Issuer.
-	Verify           bool
-	Key              string
-	Identity, Issuer string
+	// Chart is the directory holding the chart the run installs (the
+	// binary's embedded chart, written into the run directory), and
+	// ChartDigest the content digest it must have.
+	Chart, ChartDigest string
+	// Verify requires a valid signature on each image: with Key (a cosign
+	// public key file) or keyless with Identity and Issuer against the
+	// Sigstore TrustedRoot file.
+	Verify                        bool
+	Key                           string
+	Identity, Issuer, TrustedRoot string
 }
 
 // ProvenanceFunc checks a run's references. It returns the lines to print
-// (one per finding, the last saying "provenance NOT VERIFIED" when
-// signatures were not checked) and a non-nil error that names the reason
-// when the run must not start.
+// (one per reference, the last the summary, which says "provenance NOT
+// VERIFIED" when signatures were not checked) and a non-nil error that
+// names each refused reference and why.
 type ProvenanceFunc func(ctx context.Context, req ProvenanceRequest) (lines []string, err error)
 
-// DigestOnly is the provenance check without signatures: every reference
-// must be a digest reference, and --verify is refused because this build
-// cannot check a signature.
-func DigestOnly(_ context.Context, req ProvenanceRequest) ([]string, error) {
-	var tags []string
-	for _, ref := range req.Images {
-		if !isDigestRef(ref) {
-			tags = append(tags, ref)
-		}
+// CheckProvenance is the provenance check of package provenance: digests
+// first (a tag is refused before anything else), the chart's content
+// digest, then cosign signatures with Verify.
+func CheckProvenance(ctx context.Context, req ProvenanceRequest) ([]string, error) {
+	res, err := provenance.Check(ctx, req.Images, provenance.Options{
+		Chart:       req.Chart,
+		ChartDigest: req.ChartDigest,
+		Verify:      req.Verify,
+		Key:         req.Key,
+		Identity:    req.Identity,
+		Issuer:      req.Issuer,
+		TrustedRoot: req.TrustedRoot,
+	})
+	if err != nil {
+		return nil, err
 	}
-	if len(tags) > 0 {
-		return nil, fmt.Errorf("not a digest reference (a tag can change under a run): %s", strings.Join(tags, ", "))
-	}
-	if req.Verify {
-		return nil, errors.New("--verify: this build has no signature verifier")
-	}
-	return []string{
-		fmt.Sprintf("%d images, each a digest reference", len(req.Images)),
-		"provenance NOT VERIFIED: signatures were not checked (--verify checks them)",
-	}, nil
+	return res.Lines(), nil
 }
 
-// isDigestRef reports whether ref pins its content: name@sha256:<64 hex>.
-func isDigestRef(ref string) bool {
-	_, d, ok := strings.Cut(ref, "@")
-	if !ok {
-		return false
+// chartDir is where the run directory keeps the chart the run installs.
+const chartDir = "chart"
+
+// writeEmbeddedChart writes the chart embedded in this binary (the one the
+// kickoff installs) under dir/chart/sortie, so the run directory records
+// exactly what was installed and the provenance check hashes it from disk.
+// It returns the directory and the content digest of the chart as it is in
+// memory (the digest provenance.ChartDirDigest gives for the chart's source
+// directory).
+func writeEmbeddedChart(dir string) (path, digest string, err error) {
+	c, err := chart.Load()
+	if err != nil {
+		return "", "", err
 	}
-	hex, ok := strings.CutPrefix(d, "sha256:")
-	if !ok || len(hex) != 64 {
-		return false
-	}
-	for _, c := range hex {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
+	root := filepath.Join(dir, chartDir, chart.ChartName)
+	files := append(c.Raw[:0:0], c.Raw...)
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	sum := sha256.New()
+	for _, f := range files {
+		if strings.HasPrefix(f.Name, "/") || strings.Contains("/"+f.Name+"/", "/../") {
+			return "", "", fmt.Errorf("embedded chart file %q: not a relative path", f.Name)
 		}
+		p := filepath.Join(root, filepath.FromSlash(f.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", "", err
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			return "", "", err
+		}
+		fmt.Fprintf(sum, "%x  %s\n", sha256.Sum256(f.Data), f.Name)
 	}
-	return true
+	return root, fmt.Sprintf("sha256:%x", sum.Sum(nil)), nil
 }
