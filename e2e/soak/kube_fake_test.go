@@ -548,9 +548,11 @@ func (fx *kfix) env() KubeEnv {
 }
 
 // pvcFiles puts the run's report and stream on the fake PVC, under the
-// names the kickoff gives them (<profile>-<start time>.json/.jsonl).
+// names the kickoff gives them (<profile>-<start time>.json/.jsonl): the
+// gate's clean report (testdata/kube/report.json, a copy of
+// gate/testdata/clean) and a stream of its executions.
 func (fx *kfix) pvcFiles(profile string) {
-	rep, err := os.ReadFile(filepath.Join("..", "..", "gate", "testdata", "clean", "report.json"))
+	rep, err := os.ReadFile(filepath.Join("testdata", "kube", "report.json"))
 	if err != nil {
 		fx.t.Fatal(err)
 	}
