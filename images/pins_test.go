@@ -36,6 +36,7 @@ func readPinFile(t *testing.T, path string) []byte {
 // `go run ./images/cmd/sortie-images pin` from the repository root (after
 // `build` when the lock itself is stale).
 func TestPinsAgree(t *testing.T) {
+	needGoCommand(t)
 	lock, err := ReadLock(repoLock)
 	if err != nil {
 		t.Fatalf("the lock file must exist: %v", err)

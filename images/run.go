@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +28,7 @@ Commands:
   build   build the images, write an OCI layout and the lock file, push
   check   rebuild and compare with the lock file (exit 1 on any difference)
   pin     copy the lock file's digests into values.yaml and the README
+  layer   write one image's layer tar (for Bazel's rules_oci, images/oci)
 
 Run "sortie-images <command> --help" for a command's flags and output.
 Exit codes: 0 done / all digests agree, 1 a build, push or check failed,
@@ -47,6 +49,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCheck(ctx, args[1:], stdout, stderr, log)
 	case "pin":
 		return runPin(args[1:], stdout, stderr)
+	case "layer":
+		return runLayer(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -387,5 +391,55 @@ func runPin(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "PINNED %s\n", t.path)
 	}
+	return nil
+}
+
+const layerDoc = `usage: sortie-images layer --name NAME --binary FILE --out FILE [flags]
+
+Writes the uncompressed tar of an image's only layer, exactly as build puts
+it in the image: the binary at /usr/local/bin/NAME, the CA bundle, passwd
+and group with user 65532, its home and /tmp, every time the Unix epoch.
+Bazel's oci_image (images/oci) wraps it; build does not need this command.
+
+Output (stdout):
+  LAYER <file> <sha256 of the tar>
+
+Flags:
+`
+
+func runLayer(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("layer", layerDoc, stderr)
+	name := fs.String("name", "", "the image and binary name, e.g. sortie-engine")
+	binary := fs.String("binary", "", "the static binary")
+	caCerts := fs.String("ca-certs", DefaultCACerts, "CA bundle installed at "+CACertsPath)
+	out := fs.String("out", "", "the tar file to write")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range []struct{ flag, value string }{{"--name", *name}, {"--binary", *binary}, {"--out", *out}} {
+		if f.value == "" {
+			errs = append(errs, fmt.Errorf("%s is required", f.flag))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return cli.Usage(err)
+	}
+	bin, err := readFile(*binary)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	ca, err := readFile(*caCerts)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	tarBytes, err := LayerTar(*name, bin, ca)
+	if err != nil {
+		return cli.Usage(err)
+	}
+	if err := writeFileAtomic(*out, tarBytes); err != nil {
+		return cli.Fail(err)
+	}
+	fmt.Fprintf(stdout, "LAYER %s sha256:%x\n", *out, sha256.Sum256(tarBytes))
 	return nil
 }

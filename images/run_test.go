@@ -44,6 +44,9 @@ func TestRunFlags(t *testing.T) {
 		{"no module", []string{"build", "--module", t.TempDir()}, 2, ""},
 		{"check without lock", []string{"check", "--lock", filepath.Join(t.TempDir(), "none")}, 2, ""},
 		{"pin without lock", []string{"pin", "--lock", filepath.Join(t.TempDir(), "none")}, 2, ""},
+		{"layer help", []string{"layer", "--help"}, 0, "LAYER <file>"},
+		{"layer without flags", []string{"layer"}, 2, "--name is required\n--binary is required\n--out is required"},
+		{"layer bad name", []string{"layer", "--name", "a/b", "--binary", "testdata/ca.pem", "--ca-certs", "testdata/ca.pem", "--out", filepath.Join(t.TempDir(), "l.tar")}, 2, "plain file name"},
 		{"pin missing values", []string{"pin", "--lock", lock, "--values", filepath.Join(t.TempDir(), "none"), "--readme", ""}, 2, ""},
 	}
 	for _, tt := range tests {
@@ -99,6 +102,31 @@ func TestRunPin(t *testing.T) {
 	}
 }
 
+func TestRunLayer(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "layer.tar")
+	bin := filepath.Join(t.TempDir(), "sortie-gate")
+	writeFile(t, bin, "BINARY")
+	stdout, stderr, code := run(t, "layer", "--name", "sortie-gate", "--binary", bin, "--ca-certs", "testdata/ca.pem", "--out", out)
+	if code != 0 {
+		t.Fatalf("layer: exit %d: %s", code, stderr)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := os.ReadFile("testdata/ca.pem")
+	want, err := LayerTar("sortie-gate", []byte("BINARY"), ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Error("the layer command's tar differs from LayerTar's")
+	}
+	if !strings.HasPrefix(stdout, "LAYER "+out+" sha256:") {
+		t.Errorf("layer printed %q", stdout)
+	}
+}
+
 func TestCompare(t *testing.T) {
 	pinned := Lock{Images: []LockEntry{
 		{Name: "sortie-engine", Digest: "sha256:" + hexA},
@@ -131,6 +159,7 @@ func TestCompare(t *testing.T) {
 // pushes to an in-process registry; check passes on that lock and fails,
 // naming the image, once the lock is altered.
 func TestIntegrationRunBuildCheckPush(t *testing.T) {
+	needGoCommand(t)
 	if testing.Short() {
 		t.Skip("compiles sortie-gate; skipped under -short")
 	}
