@@ -140,11 +140,9 @@ func TestCheckLocalChart(t *testing.T) {
 		t.Errorf("Check of a missing chart directory: %v, want ErrChartDigest", err)
 	}
 
-	// A local chart is pinned by its content: with Verify it needs no
-	// signature (only the images are verified, here against nothing,
-	// since there is no image).
-	_, err = Check(context.Background(), nil, Options{Chart: dir, ChartDigest: want, Verify: true, Key: filepath.Join(t.TempDir(), "none.pub")})
-	if !errors.Is(err, ErrVerifierUnavailable) {
-		t.Errorf("Check with an unreadable key: %v, want ErrVerifierUnavailable", err)
+	// Nothing but a chart: refused, a release always runs images.
+	_, err = Check(context.Background(), nil, Options{Chart: dir, ChartDigest: want})
+	if !errors.Is(err, ErrNothingToCheck) {
+		t.Errorf("Check of no image: %v, want ErrNothingToCheck", err)
 	}
 }

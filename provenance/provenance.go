@@ -26,6 +26,9 @@ var (
 	// ErrTag: a reference names a tag (or nothing, which means :latest), or
 	// a local chart has no expected digest. Checked before anything else.
 	ErrTag = errors.New("not pinned by digest")
+	// ErrNothingToCheck: no image reference was given; a pre-flight that
+	// passes on nothing would hide a release that renders no image.
+	ErrNothingToCheck = errors.New("no image reference to check")
 	// ErrInvalidRef: a reference does not parse.
 	ErrInvalidRef = errors.New("invalid reference")
 	// ErrChartDigest: a local chart directory's content digest is not the
@@ -247,7 +250,8 @@ func pin(kind, ref string) (pinned, error) {
 // Check runs the pre-flight over the image references a release would run
 // and the chart of opts:
 //
-//  1. every reference must pin a digest; all tags are reported together,
+//  1. there is at least one image reference (else ErrNothingToCheck), and
+//     every reference must pin a digest; all tags are reported together,
 //     before options are validated, files read or registries contacted;
 //  2. a local chart directory must hash to opts.ChartDigest;
 //  3. with opts.Verify, each image and an OCI chart must exist in its
@@ -262,6 +266,9 @@ func Check(ctx context.Context, refs []string, opts Options) (Result, error) {
 		errs []error
 		seen = map[string]bool{}
 	)
+	if len(refs) == 0 {
+		return Result{}, ErrNothingToCheck
+	}
 	for _, ref := range refs {
 		if seen[ref] {
 			continue
