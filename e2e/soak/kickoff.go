@@ -105,6 +105,7 @@ type kickoff struct {
 	tag      string
 	dir      string
 	logFile  *os.File
+	files    []*os.File // the components' logs, closed when the kickoff returns
 	targets  []render.Target
 	base     map[string]any
 	schedule *churn.Schedule
@@ -151,7 +152,12 @@ func runKube(ctx context.Context, env KubeEnv, args []string, stdout, stderr io.
 	if err := k.readInputs(); err != nil {
 		return cli.Usage(err)
 	}
+	// Every component has ended by the time run returns: it waits for
+	// each one it started, also on an abort.
 	defer func() {
+		for _, f := range k.files {
+			f.Close()
+		}
 		if k.logFile != nil {
 			k.logFile.Close()
 		}
@@ -251,10 +257,20 @@ func (k *kickoff) readInputs() error {
 
 // run is the kickoff proper, in the order of runUsage.
 func (k *kickoff) run(ctx context.Context) error {
-	if err := k.claimDir(); err != nil {
-		return k.abort(ctx, "%v", err)
+	if k.o.Preflight {
+		tmp, err := os.MkdirTemp("", "soak-preflight-")
+		if err != nil {
+			return k.abort(ctx, "%v", err)
+		}
+		defer os.RemoveAll(tmp)
+		k.dir = tmp
+		k.step("preflight only: context=%s namespace=%s release=%s; nothing is changed", k.o.Context, k.o.Namespace, k.o.Release)
+	} else {
+		if err := k.claimDir(); err != nil {
+			return k.abort(ctx, "%v", err)
+		}
+		k.step("run %s dir=%s context=%s namespace=%s release=%s", k.tag, k.dir, k.o.Context, k.o.Namespace, k.o.Release)
 	}
-	k.step("run %s dir=%s context=%s namespace=%s release=%s", k.tag, k.dir, k.o.Context, k.o.Namespace, k.o.Release)
 
 	var err error
 	if k.cs, err = k.env.NewClient(k.o.Kubeconfig, k.o.Context, compKickoff); err != nil {
@@ -268,6 +284,9 @@ func (k *kickoff) run(ctx context.Context) error {
 		return k.abort(ctx, "pre-flight failed (%d problems)", problems)
 	}
 	k.step("preflight ok")
+	if k.o.Preflight {
+		return nil
+	}
 
 	if err := k.applyPriorityClass(ctx, false); err != nil {
 		return k.abort(ctx, "%v", err)
@@ -745,8 +764,7 @@ func (k *kickoff) componentOut(name string) (io.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The file lives as long as the process: the component writes until
-	// the kickoff returns.
+	k.files = append(k.files, f)
 	return io.MultiWriter(k.stdout, syncFile{f}), nil
 }
 

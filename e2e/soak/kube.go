@@ -69,6 +69,9 @@ type RunOptions struct {
 	Rolls string
 	// Dir is the run directory; it must not exist or be empty.
 	Dir string
+	// Preflight runs the pre-flight only: it changes nothing, in the
+	// cluster or on disk.
+	Preflight bool
 	// Settle is the wait between the engines being listed and the plan
 	// being rendered, so the mesh takes the new pods in before the first
 	// request.
@@ -304,7 +307,10 @@ The run directory holds kickoff.log (the lines above with times), values.yaml,
 engines.tsv, plan.yaml, shares.tsv, run.env, save.log, restart-watch.log,
 churn.log, and what the saver copies (report.json, results.jsonl, ...).
 
-Exit: 0 the gate, the watchdog and the churn passed; 1 an ABORT or a failed
+With --preflight only step 2 runs (the chart is hashed in a temporary
+directory), and nothing is written.
+
+Exit: 0 the gate, the watchdog and the churn passed (--preflight: it passed); 1 an ABORT or a failed
 verdict; 2 unusable flags or input; 3 the gate had nothing to grade;
 130/143 interrupted.
 
@@ -344,6 +350,7 @@ func parseRunFlags(args []string, stderr io.Writer) (o RunOptions, help bool, er
 	fs.StringVar(&o.TrustedRoot, "trusted-root", o.TrustedRoot, "keyless --verify: Sigstore trusted root `file` (trusted_root.json)")
 	fs.StringVar(&o.ChartDigest, "chart-digest", o.ChartDigest, "content `digest` the built-in chart must have (sha256:...; default: the binary's own, recorded)")
 	fs.StringVar(&o.Rolls, "rolls", o.Rolls, "churn schedule `FILE` (required for soak)")
+	fs.BoolVar(&o.Preflight, "preflight", o.Preflight, "run the pre-flight only, change nothing, exit 0 if it passed")
 	fs.StringVar(&o.Dir, "dir", o.Dir, "run `DIR` (default soak-runs/<profile>-<UTC time>); must not exist or be empty")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "wait after the engines are listed, before the plan is rendered")
 	fs.StringVar(&o.PriorityClass, "priority-class", o.PriorityClass, "PriorityClass of the engines and the driver pod")

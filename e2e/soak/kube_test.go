@@ -245,3 +245,24 @@ func TestEmbeddedChartDigest(t *testing.T) {
 		t.Errorf("embedded %s, written %s, source %s", digest, written, src)
 	}
 }
+
+// TestKickoffPreflightOnly: --preflight reads and changes nothing, in the
+// cluster (only get and list in the transcript) or on disk.
+func TestKickoffPreflightOnly(t *testing.T) {
+	fx := newKfix(t)
+	fx.rolls = filepath.Join(fx.tmp, "rolls.txt")
+	write(t, fx.rolls, "1 roll deployment/svc-a\n")
+	err := fx.run(fx.runArgs(ProfileSoak, "--rolls", fx.rolls, "--preflight")...)
+	if exitCode(err) != 0 {
+		t.Errorf("exit %d: %v", exitCode(err), err)
+	}
+	fx.golden("preflight-only", err)
+	for _, l := range strings.Split(strings.TrimSpace(fx.rec.String()), "\n") {
+		if !strings.HasPrefix(l, "get ") && !strings.HasPrefix(l, "list ") && !strings.HasPrefix(l, "helm status ") {
+			t.Errorf("the pre-flight changed something: %s", l)
+		}
+	}
+	if _, err := os.Stat(fx.dir); err == nil {
+		t.Errorf("the pre-flight made %s", fx.dir)
+	}
+}

@@ -157,6 +157,11 @@ func (k *kickoff) preflightProvenance(ctx context.Context, ok, fail func(string,
 		return
 	}
 	for _, l := range lines {
+		if k.o.Preflight {
+			// The chart was hashed in a directory that is gone when this
+			// returns.
+			l = strings.ReplaceAll(l, k.dir, "<temporary>")
+		}
 		if strings.Contains(l, provenance.NotVerified) {
 			k.line("PREFLIGHT note %s", l)
 			continue
