@@ -145,7 +145,7 @@ Compiles each image's binary (go build, CGO_ENABLED=0, -trimpath,
 the OCI layout and the lock file, and pushes when --push is given.
 
 Output, one line each (stdout):
-  IMAGE <name> <digest>            an image built
+  IMAGE <name> <digest>             an image built
   SKIPPED <name> <package>          an image whose main package does not exist
   LAYOUT <dir>                      the OCI layout written
   LOCK <file>                       the lock file written
