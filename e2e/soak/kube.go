@@ -267,11 +267,11 @@ Steps, in this order, each printed as one STEP line:
      run (and the reader image) is a digest reference, signed with --verify
      (else "provenance NOT VERIFIED"); the chart built into this binary,
      written to DIR/chart/sortie, has its content digest (--chart-digest);
-     the PriorityClass is absent or the
-     soak's own; every pod of the system namespaces is ready (ready/total
-     containers compared as numbers); every target's Service exists; the
-     release has no earlier Job and no release of that name exists; the
-     watchdog's pre-flight and (with --rolls) the churn driver's pass
+     the PriorityClass is absent or the soak's own; every pod of the system
+     namespaces is ready (ready/total containers compared as numbers);
+     every target's Service exists; the release has no earlier Job and no
+     release of that name exists; the watchdog's pre-flight and (with
+     --rolls) the churn driver's pass
   3. apply the PriorityClass (preemptionPolicy Never) and read it back
   4. the report PVC <release>-sortie-report: kept if it exists, else made
      with --storage-class, else the only default class, else the only class
@@ -300,6 +300,8 @@ Lines (stdout):
   STEP <what>
   NOTE <what> | WARNING <what>
   ABORT <why> (started: <what>; not started: <what>)
+  HINT <the teardown command for what an ABORT left in the cluster>
+  INTERRUPTED <signal>: <what goes on and how to save it>
   then the saver's SORTIE_*, the watchdog's lines, the churn's lines and
   the gate's lines, and last:
   SOAK PASS|FAIL gate=<code> watchdog=<verdict> churn=<outcome> saver=<state> dir=<dir>
@@ -310,9 +312,9 @@ churn.log, and what the saver copies (report.json, results.jsonl, ...).
 With --preflight only step 2 runs (the chart is hashed in a temporary
 directory), and nothing is written.
 
-Exit: 0 the gate, the watchdog and the churn passed (--preflight: it passed); 1 an ABORT or a failed
-verdict; 2 unusable flags or input; 3 the gate had nothing to grade;
-130/143 interrupted.
+Exit: 0 the gate, the watchdog and the churn passed (with --preflight: the
+pre-flight passed); 1 an ABORT or a failed verdict; 2 unusable flags or
+input; 3 the gate had nothing to grade; 130/143 interrupted.
 
 Flags:
 `
@@ -321,14 +323,6 @@ Flags:
 // validates them. help reports --help.
 func parseRunFlags(args []string, stderr io.Writer) (o RunOptions, help bool, err error) {
 	o = DefaultRunOptions()
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fmt.Fprint(stderr, runUsage)
-			return o, true, nil
-		}
-		return o, false, errors.New("soak run needs a profile: e2e or soak")
-	}
-	o.Profile, args = args[0], args[1:]
 	fs := flag.NewFlagSet("soak run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, runUsage); fs.PrintDefaults() }
@@ -367,6 +361,15 @@ func parseRunFlags(args []string, stderr io.Writer) (o RunOptions, help bool, er
 	fs.DurationVar(&o.EnginesTimeout, "engines-timeout", o.EnginesTimeout, "bound of the wait for the engines and their Service")
 	fs.DurationVar(&o.PodTimeout, "pod-timeout", o.PodTimeout, "bound of the wait for the driver pod to run")
 	fs.DurationVar(&o.Poll, "poll", o.Poll, "interval of those waits")
+	// The profile comes first: soak run e2e --context ...
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fs.Usage()
+			return o, true, nil
+		}
+		return o, false, errors.New("soak run needs a profile: e2e or soak")
+	}
+	o.Profile, args = args[0], args[1:]
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, true, nil

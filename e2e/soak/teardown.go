@@ -56,7 +56,7 @@ run.env was written is named with --context, --namespace and --release.
 
 Lines (stdout):
   REFUSED <why>
-  TEARDOWN <what was done or kept>
+  TEARDOWN <what was done or kept> | TEARDOWN FAILED <what>: <why>
 
 Exit: 0 torn down, 1 refused or failed, 2 unusable flags or run.env.
 
