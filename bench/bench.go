@@ -218,7 +218,7 @@ func (b *bench) high(ctx context.Context) ([]Row, *Ceiling, error) {
 	if err != nil {
 		return rows, nil, err
 	}
-	for _, p := range allPeers {
+	for _, p := range []string{peerFortio, peerFortioUniform, peerVegeta, peerWrk} {
 		if err := pause(ctx); err != nil {
 			return rows, nil, err
 		}
@@ -283,7 +283,7 @@ func (b *bench) low(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		return rows, err
 	}
-	for _, p := range []string{peerFortio, peerVegeta} {
+	for _, p := range []string{peerFortio, peerFortioUniform, peerVegeta} {
 		if err := pause(ctx); err != nil {
 			return rows, err
 		}
@@ -347,10 +347,12 @@ func (b *bench) engineRow(ctx context.Context, scenario string, rate int, d time
 		row.AchievedRate = float64(res.Sent) / res.Elapsed.Seconds()
 	}
 	row.setPerRequest()
-	// Held: at least 99 % of the plan sent at 99 % of the rate, nothing
-	// refused by the queue, no error.
-	row.Held = res.Errors == 0 && res.Overflow == 0 && float64(res.Sent) >= 0.99*float64(res.Planned) &&
-		row.AchievedRate >= 0.99*float64(rate)
+	// Held: at least 99 % of the plan sent, nothing refused by the queue,
+	// no error. Open loop with a bounded queue, an engine (or target) that
+	// cannot keep the rate overflows its queue, so no rate test is needed;
+	// the achieved rate, to the last answer, would read a slow last answer
+	// as a slow rate.
+	row.Held = res.Errors == 0 && res.Overflow == 0 && float64(res.Sent) >= 0.99*float64(res.Planned)
 	if len(execs) > 1 {
 		row.note("p50/p99 worst of %d executions", len(execs))
 	}

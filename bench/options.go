@@ -24,6 +24,10 @@ const (
 	peerFortio = "fortio"
 	peerVegeta = "vegeta"
 	peerWrk    = "wrk"
+	// peerFortioUniform is fortio with -uniform: its connections spread
+	// over the period instead of sending in step. It runs when fortio is
+	// selected.
+	peerFortioUniform = "fortio-uniform"
 )
 
 var (
@@ -187,10 +191,12 @@ gRPC on loopback.
 Scenarios:
   soak  the soak shape: one engine, 8 executions (6 x 9 rps + 2 x 3 rps);
         beside it 8 fortio and 8 vegeta processes at 7.5 rps each
-  high  --high-rate (50,000 rps) for --high-duration: engine, fortio and
-        vegeta open loop, wrk closed loop (50 connections); then the engine
-        is stepped through --step-rates until a rate is not held
-  low   --low-rate (1,000 rps) for --low-duration: engine, fortio, vegeta
+  high  --high-rate (50,000 rps) for --high-duration: engine, fortio (as is,
+        and with -uniform) and vegeta open loop, wrk closed loop (50
+        connections); then the engine is stepped through --step-rates until
+        a rate is not held
+  low   --low-rate (1,000 rps) for --low-duration: engine, fortio (as is, and
+        with -uniform), vegeta
 
 Peers are looked up in --peers-bin, then $PATH; one that is missing is
 reported "not installed". Install them outside the repository:

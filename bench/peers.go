@@ -119,7 +119,7 @@ func (b *bench) peerCommands(peer, bin string, n int, rate float64, d time.Durat
 			return nil, err
 		}
 		switch peer {
-		case peerFortio:
+		case peerFortio, peerFortioUniform:
 			// Connections: one per process at the soak shape, 8 (fortio's
 			// default) at 1,000 rps, 64 at high rate; -r for
 			// sub-millisecond percentiles.
@@ -131,8 +131,12 @@ func (b *bench) peerCommands(peer, bin string, n int, rate float64, d time.Durat
 				conns = 8
 			}
 			file := filepath.Join(dir, "result.json")
-			p.cmd = exec.Command(bin, "load", "-qps", strconv.FormatFloat(rate, 'f', -1, 64), "-t", d.String(),
-				"-c", strconv.Itoa(conns), "-r", "0.00001", "-json", file, b.url)
+			args := []string{"load", "-qps", strconv.FormatFloat(rate, 'f', -1, 64), "-t", d.String(),
+				"-c", strconv.Itoa(conns), "-r", "0.00001", "-json", file}
+			if peer == peerFortioUniform {
+				args = append(args, "-uniform")
+			}
+			p.cmd = exec.Command(bin, append(args, b.url)...)
 			p.report = func(context.Context, *peerProc) (peerReport, error) {
 				data, err := os.ReadFile(file)
 				if err != nil {
@@ -181,14 +185,18 @@ func (b *bench) peerCommands(peer, bin string, n int, rate float64, d time.Durat
 // RSS from their rusage.
 func (b *bench) peerRow(ctx context.Context, scenario, peer string, n int, rate float64, d time.Duration) (Row, error) {
 	row := Row{Scenario: scenario, Tool: peer, Processes: n, Rate: rate * float64(n), Duration: d.String(), LatencyFrom: "actual"}
-	if n > 1 {
-		row.Tool = fmt.Sprintf("%s x%d", peer, n)
+	binName := peer
+	if peer == peerFortioUniform {
+		row.Tool, binName = "fortio -uniform", peerFortio
 	}
-	if !contains(b.opts.Peers, peer) {
+	if n > 1 {
+		row.Tool = fmt.Sprintf("%s x%d", row.Tool, n)
+	}
+	if !contains(b.opts.Peers, binName) {
 		row.note("not run (--peers)")
 		return row, nil
 	}
-	bin := b.findPeer(peer)
+	bin := b.findPeer(binName)
 	if bin == "" {
 		row.note("not installed")
 		return row, nil
@@ -276,6 +284,12 @@ func (b *bench) peerRow(ctx context.Context, scenario, peer string, n int, rate 
 	}
 	switch peer {
 	case peerFortio:
+		if n == 1 && rate >= 100 {
+			row.note("its connections send in step, in bursts")
+		}
+		row.note("plus one warm-up request per connection, not counted")
+	case peerFortioUniform:
+		row.note("connections spread over the period")
 		row.note("plus one warm-up request per connection, not counted")
 	case peerVegeta:
 		row.note("attack only; report made afterwards")

@@ -66,7 +66,8 @@ type Row struct {
 	Errors uint64 `json:"errors"`
 	// AchievedRate is the rate the tool reports it sent at.
 	AchievedRate float64 `json:"achieved_rate"`
-	// Held: no error, at least 99 % of Planned sent, at 99 % of Rate.
+	// Held: no error (for the engine, no pool_overflow either) and at
+	// least 99 % of Planned sent; for a peer, at 99 % of Rate too.
 	Held bool `json:"held"`
 	// CPUSeconds is the tool's user+sys time; WallSeconds the window;
 	// CPUCores their ratio; USPerReq CPU microseconds per request sent.
