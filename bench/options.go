@@ -85,18 +85,18 @@ const (
 // scenario with every peer.
 func DefaultOptions(peersBin string) Options {
 	return Options{
-		Scenarios:         slices.Clone(allScenarios),
-		Peers:             slices.Clone(allPeers),
-		PeersBin:          peersBin,
-		TargetCPU:         0,
-		GeneratorCPU:      1,
-		SoakDuration:      60 * time.Second,
-		HighDuration:      15 * time.Second,
-		StepDuration:      10 * time.Second,
-		LowDuration:       20 * time.Second,
-		HighRate:          50000,
-		LowRate:           1000,
-		StepRates:         []int{50000, 70000, 90000, 110000, 130000},
+		Scenarios:    slices.Clone(allScenarios),
+		Peers:        slices.Clone(allPeers),
+		PeersBin:     peersBin,
+		TargetCPU:    0,
+		GeneratorCPU: 1,
+		SoakDuration: 60 * time.Second,
+		HighDuration: 15 * time.Second,
+		StepDuration: 10 * time.Second,
+		LowDuration:  20 * time.Second,
+		HighRate:     50000,
+		LowRate:      1000,
+		StepRates:    []int{50000, 70000, 90000, 110000, 130000},
 		// One worker: on one core, more workers (pacers) cost more per
 		// request and hold less (see README.md); 32 connections and a
 		// 20 ms queue at 50,000 rps.
