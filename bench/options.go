@@ -96,7 +96,7 @@ func DefaultOptions(peersBin string) Options {
 		LowDuration:  20 * time.Second,
 		HighRate:     50000,
 		LowRate:      1000,
-		StepRates:    []int{50000, 70000, 90000, 110000, 130000},
+		StepRates:    []int{20000, 30000, 40000, 50000, 70000, 90000, 110000},
 		// One worker: on one core, more workers (pacers) cost more per
 		// request and hold less (see README.md); 32 connections and a
 		// 20 ms queue at 50,000 rps.
@@ -258,7 +258,7 @@ func parseFlags(args []string, stderr io.Writer, peersBin string) (Options, erro
 	fs.DurationVar(&o.LowDuration, "low-duration", o.LowDuration, "`duration` of each tool's run at --low-rate")
 	fs.IntVar(&o.HighRate, "high-rate", o.HighRate, "`rps` of scenario high")
 	fs.IntVar(&o.LowRate, "low-rate", o.LowRate, "`rps` of scenario low")
-	fs.Func("step-rates", "ascending comma-separated `rps` list the engine steps through until one is not held, or none (default 50000,70000,90000,110000,130000)", func(s string) error {
+	fs.Func("step-rates", "ascending comma-separated `rps` list the engine steps through until one is not held, or none (default 20000,30000,40000,50000,70000,90000,110000)", func(s string) error {
 		o.StepRates = nil
 		for _, f := range splitList(s) {
 			if f == "none" {
