@@ -38,6 +38,8 @@ Commands:
   run PLAN       run the plan against its pools of engines
   validate PLAN  check the plan and print what it would run
   compile PLAN   print the engine requests of every backend (JSON)
+  cat FILE       print FILE on stdout (the saver's reader pod runs this in
+                 the driver image, which holds no shell tools)
 
 Run "sortie <command> --help" for the command's flags.
 
@@ -124,6 +126,8 @@ func RunOptions(ctx context.Context, o Options, args []string, stdout, stderr io
 		return planCommand("compile", args[1:], stdout, stderr, func(c *plan.Compiled) error {
 			return c.WriteRequests(stdout)
 		})
+	case "cat":
+		return catCommand(args[1:], stdout)
 	case "-h", "-help", "--help", "help":
 		io.WriteString(stderr, usageTop)
 		return nil

@@ -86,10 +86,13 @@ type RunOptions struct {
 	// targets' namespaces; WatchInterval is the watchdog's sample interval.
 	WatchNamespaces []string
 	WatchInterval   time.Duration
-	// ReaderImage runs the saver's reader pod; it must hold ReaderCommand
-	// (the sortie images hold no shell tools). It runs in the cluster, so
-	// it is checked with the release's images.
-	ReaderImage   string
+	// ReaderImage runs the saver's reader pod; it must hold ReaderCommand.
+	// Empty runs the driver's own image with DriverCat (the sortie images
+	// hold no shell tools). It runs in the cluster, so it is checked with
+	// the release's images.
+	ReaderImage string
+	// ReaderCommand prints the file given as its last argument; empty is
+	// "cat" with a ReaderImage of one's own, DriverCat without.
 	ReaderCommand string
 	// EnginesTimeout bounds the wait for the engines and their Service;
 	// PodTimeout the wait for the driver pod to run; Poll is the interval of
@@ -97,6 +100,22 @@ type RunOptions struct {
 	EnginesTimeout time.Duration
 	PodTimeout     time.Duration
 	Poll           time.Duration
+}
+
+// DriverCat is the reader pod's command when it runs the driver image: the
+// image's own binary printing the file.
+const DriverCat = "/usr/local/bin/sortie cat"
+
+// reader returns the reader pod's image and command for a release whose
+// driver runs driverImage.
+func (o RunOptions) reader(driverImage string) (image, command string) {
+	if o.ReaderImage == "" {
+		return driverImage, DriverCat
+	}
+	if strings.TrimSpace(o.ReaderCommand) == "" {
+		return o.ReaderImage, "cat"
+	}
+	return o.ReaderImage, o.ReaderCommand
 }
 
 // DefaultRunOptions returns the defaults the flags start from.
@@ -112,7 +131,6 @@ func DefaultRunOptions() RunOptions {
 		PriorityValue:    1000,
 		SystemNamespaces: []string{"kube-system"},
 		WatchInterval:    2 * time.Minute,
-		ReaderCommand:    "cat",
 		EnginesTimeout:   5 * time.Minute,
 		PodTimeout:       3 * time.Minute,
 		Poll:             2 * time.Second,
@@ -192,11 +210,8 @@ func (o RunOptions) Validate() error {
 			bad("namespace %q: %s", n, msg)
 		}
 	}
-	if o.ReaderImage == "" {
-		bad("--reader-image is required: an image holding %q, by digest, for the saver's reader pod", o.ReaderCommand)
-	}
-	if strings.TrimSpace(o.ReaderCommand) == "" {
-		bad("--reader-command must not be empty")
+	if o.ReaderImage == "" && strings.TrimSpace(o.ReaderCommand) != "" {
+		bad("--reader-command needs --reader-image: without one the reader pod runs the driver image with %q", DriverCat)
 	}
 	for name, d := range map[string]time.Duration{
 		"--watch-interval": o.WatchInterval, "--engines-timeout": o.EnginesTimeout,
@@ -257,7 +272,7 @@ func (c *commaList) Set(s string) error {
 	return nil
 }
 
-const runUsage = `Usage: soak run e2e|soak --context NAME --targets FILE --reader-image REF [flags]
+const runUsage = `Usage: soak run e2e|soak --context NAME --targets FILE [flags]
 
 Launches a sortie run on a Kubernetes cluster and stays with it to the end.
 Steps, in this order, each printed as one STEP line:
@@ -356,8 +371,8 @@ func parseRunFlags(args []string, stderr io.Writer) (o RunOptions, help bool, er
 	fs.Var((*commaList)(&o.SystemNamespaces), "system-namespaces", "comma-separated namespaces whose pods must all be ready (default kube-system)")
 	fs.Var((*commaList)(&o.WatchNamespaces), "watch-namespaces", "more comma-separated namespaces for the restart watchdog")
 	fs.DurationVar(&o.WatchInterval, "watch-interval", o.WatchInterval, "restart watchdog sample interval")
-	fs.StringVar(&o.ReaderImage, "reader-image", o.ReaderImage, "image `REF` of the saver's reader pod, holding --reader-command (required)")
-	fs.StringVar(&o.ReaderCommand, "reader-command", o.ReaderCommand, "command that prints the file given as its last argument")
+	fs.StringVar(&o.ReaderImage, "reader-image", o.ReaderImage, "image `REF` of the saver's reader pod, holding --reader-command (default: the driver image, running \"sortie cat\")")
+	fs.StringVar(&o.ReaderCommand, "reader-command", o.ReaderCommand, "command that prints the file given as its last argument (default cat, with --reader-image)")
 	fs.DurationVar(&o.EnginesTimeout, "engines-timeout", o.EnginesTimeout, "bound of the wait for the engines and their Service")
 	fs.DurationVar(&o.PodTimeout, "pod-timeout", o.PodTimeout, "bound of the wait for the driver pod to run")
 	fs.DurationVar(&o.Poll, "poll", o.Poll, "interval of those waits")

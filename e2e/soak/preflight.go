@@ -133,7 +133,7 @@ func (k *kickoff) preflightProvenance(ctx context.Context, ok, fail func(string,
 	}
 	ok("chart %s renders: the release runs %d images", chart.ChartName, len(images))
 	refs := append([]string{}, images...)
-	if !contains(refs, k.o.ReaderImage) {
+	if k.o.ReaderImage != "" && !contains(refs, k.o.ReaderImage) {
 		refs = append(refs, k.o.ReaderImage)
 		sort.Strings(refs)
 	}

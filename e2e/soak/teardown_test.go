@@ -125,10 +125,10 @@ func TestRunFlags(t *testing.T) {
 		{
 			name: "every problem at once",
 			args: []string{"e2e", "--rate", "0", "--duration", "1.5s", "--statsd", "statsd:9125", "--release", "Soak_1",
-				"--key", "k.pub", "--poll", "0s", "--priority-value", "-1"},
+				"--key", "k.pub", "--poll", "0s", "--priority-value", "-1", "--reader-command", "cat"},
 			wantErr: []string{"--context is required", "--targets is required", "--rate 0", "--duration 1.5s",
 				`--statsd "statsd:9125"`, `--release "Soak_1"`, "need --verify", "--poll must be positive",
-				"--priority-value -1", "--reader-image is required"},
+				"--priority-value -1", "--reader-command needs --reader-image"},
 		},
 		{name: "verify without key or identity", args: append([]string{"e2e", "--verify"}, base...), wantErr: []string{"--verify needs --key"}},
 		{name: "verify with both", args: append([]string{"e2e", "--verify", "--key", "k", "--identity", "i", "--issuer", "s"}, base...), wantErr: []string{"not both"}},
@@ -232,4 +232,22 @@ func FuzzParseRunEnvKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestReaderDefaultsToTheDriverImage(t *testing.T) {
+	const driver = "ghcr.io/sortie-soak/sortie@sha256:" + "d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0"
+	for _, tc := range []struct {
+		image, command         string
+		wantImage, wantCommand string
+	}{
+		{"", "", driver, DriverCat},
+		{"busybox@sha256:ab", "", "busybox@sha256:ab", "cat"},
+		{"busybox@sha256:ab", "/bin/cat --", "busybox@sha256:ab", "/bin/cat --"},
+	} {
+		o := RunOptions{ReaderImage: tc.image, ReaderCommand: tc.command}
+		img, cmd := o.reader(driver)
+		if img != tc.wantImage || cmd != tc.wantCommand {
+			t.Errorf("reader(%q, %q) = %q, %q; want %q, %q", tc.image, tc.command, img, cmd, tc.wantImage, tc.wantCommand)
+		}
+	}
 }
