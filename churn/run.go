@@ -9,31 +9,17 @@ import (
 	"path/filepath"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/sortie-soak/sortie/internal/cli"
-	"github.com/sortie-soak/sortie/internal/clock"
 	"github.com/sortie-soak/sortie/internal/kube"
 )
 
 // Env is what Run takes from outside the process: how to reach the cluster
 // and the time. Tests replace both.
-type Env struct {
-	// NewClient builds the API client from --kubeconfig and --context. A
-	// dry run without --preflight never calls it.
-	NewClient func(kubeconfig, context string) (kubernetes.Interface, error)
-	Clock     clock.Clock
-}
+type Env = kube.Env
 
-// RealEnv is the environment of the binary.
-func RealEnv() Env {
-	return Env{
-		NewClient: func(path, context string) (kubernetes.Interface, error) {
-			return kube.NewClient(path, context, "sortie-churn")
-		},
-		Clock: clock.Real{},
-	}
-}
+// RealEnv is the environment of the binary: a client from the kubeconfig
+// and the wall clock.
+func RealEnv() Env { return kube.RealEnv("sortie-churn") }
 
 // Run is sortie-churn's entry point (see the package documentation and
 // --help).

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/sortie-soak/sortie/internal/clock"
 )
 
 // DefaultTimeout bounds one API request. Callers also pass their own
@@ -42,4 +44,23 @@ func NewClient(path, context, userAgent string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("client for %s: %w", cfg.Host, err)
 	}
 	return cs, nil
+}
+
+// Env is what a harness program takes from outside the process: how to
+// reach the cluster and the time. Tests replace both.
+type Env struct {
+	// NewClient builds the API client from --kubeconfig and --context.
+	NewClient func(kubeconfig, context string) (kubernetes.Interface, error)
+	Clock     clock.Clock
+}
+
+// RealEnv is the environment of a binary: a client from the kubeconfig,
+// named userAgent in the API server's audit log, and the wall clock.
+func RealEnv(userAgent string) Env {
+	return Env{
+		NewClient: func(path, context string) (kubernetes.Interface, error) {
+			return NewClient(path, context, userAgent)
+		},
+		Clock: clock.Real{},
+	}
 }
