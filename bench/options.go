@@ -63,6 +63,8 @@ type Options struct {
 	StepRates []int
 	// EngineWorkers, EngineConnections (per worker) and EngineMaxPending
 	// (per worker) shape the engine's executions at high rate.
+	// EngineMaxPending -1 sizes the queue as the plan renderer does: 2 s
+	// of a worker's rate (its stall budget).
 	EngineWorkers, EngineConnections, EngineMaxPending int
 	// EngineGOMAXPROCS, when not 0, is the engine child's GOMAXPROCS;
 	// otherwise Go's default, the number of cores it may run on (1 when
@@ -99,10 +101,10 @@ func DefaultOptions(peersBin string) Options {
 		StepRates:    []int{20000, 30000, 40000, 50000, 70000, 90000, 110000},
 		// One worker: on one core, more workers (pacers) cost more per
 		// request and hold less (see README.md); 32 connections and a
-		// 20 ms queue at 50,000 rps.
+		// queue of 2 s, the renderer's stall budget.
 		EngineWorkers:     1,
 		EngineConnections: 32,
-		EngineMaxPending:  1000,
+		EngineMaxPending:  -1,
 	}
 }
 
@@ -154,8 +156,8 @@ func (o Options) Validate() error {
 	if o.EngineConnections < 1 || o.EngineConnections > 100000 {
 		errs = append(errs, fmt.Errorf("--engine-connections %d must be from 1 to 100000", o.EngineConnections))
 	}
-	if o.EngineMaxPending < 0 || o.EngineMaxPending > 1<<20 {
-		errs = append(errs, fmt.Errorf("--engine-max-pending %d must be from 0 to %d", o.EngineMaxPending, 1<<20))
+	if o.EngineMaxPending < -1 || o.EngineMaxPending > 1<<22 {
+		errs = append(errs, fmt.Errorf("--engine-max-pending %d must be from -1 to %d", o.EngineMaxPending, 1<<22))
 	}
 	checkRate := func(name string, r int, split bool) {
 		switch {
@@ -274,7 +276,7 @@ func parseFlags(args []string, stderr io.Writer, peersBin string) (Options, erro
 	})
 	fs.IntVar(&o.EngineWorkers, "engine-workers", o.EngineWorkers, "engine `workers` at high rate; the rate is split evenly among them")
 	fs.IntVar(&o.EngineConnections, "engine-connections", o.EngineConnections, "engine connection cap per worker at high rate")
-	fs.IntVar(&o.EngineMaxPending, "engine-max-pending", o.EngineMaxPending, "engine queue per worker (max_pending_requests) at high rate")
+	fs.IntVar(&o.EngineMaxPending, "engine-max-pending", o.EngineMaxPending, "engine queue per worker (max_pending_requests) at high rate; -1: 2 s of a worker's rate, the plan renderer's stall budget")
 	fs.IntVar(&o.EngineGOMAXPROCS, "engine-gomaxprocs", 0, "GOMAXPROCS of the engine children (0: Go's default, 1 when pinned to one core)")
 	fs.StringVar(&o.CPUProfileDir, "cpuprofile-dir", "", "`directory` for a CPU profile of every engine child (engine-<scenario>-<rate>.pprof)")
 	if err := fs.Parse(args); err != nil {
