@@ -1,6 +1,14 @@
-// Package soak is the kickoff of a sortie soak: `soak local` runs the whole
-// loop on one machine — fixture targets, one engine per node as child
-// processes on their own loopback addresses, the driver, the gate — and
-// injects faults (targets down, engines killed or frozen, the driver
-// frozen) and rolling restarts of the targets.
+// Package soak is the kickoff of a sortie soak.
+//
+// `soak local` runs the whole loop on one machine: fixture targets behind
+// local stand-ins for Services, one engine per node as child processes on
+// their own loopback addresses, the driver as a child process, and the
+// gate; it injects faults (targets down, engines killed or frozen, the
+// driver frozen) and rolling restarts of the targets.
+//
+// `soak run e2e|soak` launches the same loop on a Kubernetes cluster in
+// order — pre-flight and provenance, the engines alone, the plan for the
+// ready engines, the driver Job, the saver armed before the first look at
+// the driver pod, the restart watchdog and the churn driver at T0 — and
+// `soak teardown` uninstalls it once the verdict is saved.
 package soak
