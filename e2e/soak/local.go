@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/sortie-soak/sortie/driver"
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/gate"
 	"github.com/sortie-soak/sortie/internal/cli"
@@ -441,8 +442,8 @@ func (l *local) runDriver(ctx context.Context) error {
 			fmt.Fprintln(logf, line)
 			fmt.Fprintln(l.stderr, line)
 			if strings.HasPrefix(strings.TrimSpace(line), "running ") {
-				// The driver starts the stage half a second after dispatch.
-				once.Do(func() { started <- time.Now().Add(500 * time.Millisecond) })
+				// The stage starts the driver's start lead after dispatch.
+				once.Do(func() { started <- time.Now().Add(driver.DefaultOptions().StartLead) })
 			}
 		}
 		io.Copy(io.Discard, pr)
