@@ -319,19 +319,9 @@ func run(t *testing.T, ctx context.Context, client kubernetes.Interface, args ..
 // the test instead of hanging it.
 func drive(t *testing.T, clk *clock.Fake, step time.Duration, done <-chan error) error {
 	t.Helper()
-	for range 200000 {
-		wctx, cancel := context.WithCancel(context.Background())
-		sleeping := make(chan error, 1)
-		go func() { sleeping <- clk.WaitForSleepers(wctx, 1) }()
-		select {
-		case err := <-done:
-			cancel()
-			return err
-		case <-sleeping:
-			cancel()
-			clk.Advance(step)
-		}
+	err, ended := clk.Drive(step, 200000, done)
+	if !ended {
+		t.Fatal("the program did not end")
 	}
-	t.Fatal("the program did not end")
-	return nil
+	return err
 }

@@ -188,25 +188,15 @@ func run(t *testing.T, ctx context.Context, client kubernetes.Interface, args ..
 }
 
 // drive advances clk by step each time the program sleeps, until it
-// returns. The number of steps is bounded so a program that never ends
-// fails the test instead of hanging it.
+// returns; the step count is bounded so a program that never ends fails
+// the test instead of hanging it.
 func drive(t *testing.T, clk *clock.Fake, step time.Duration, done <-chan error) error {
 	t.Helper()
-	for range 100000 {
-		wctx, cancel := context.WithCancel(context.Background())
-		sleeping := make(chan error, 1)
-		go func() { sleeping <- clk.WaitForSleepers(wctx, 1) }()
-		select {
-		case err := <-done:
-			cancel()
-			return err
-		case <-sleeping:
-			cancel()
-			clk.Advance(step)
-		}
+	err, ended := clk.Drive(step, 100000, done)
+	if !ended {
+		t.Fatal("the program did not end")
 	}
-	t.Fatal("the program did not end")
-	return nil
+	return err
 }
 
 // transcript is the golden form of a run: the output, the API calls in

@@ -143,3 +143,24 @@ func (f *Fake) WaitForSleepers(ctx context.Context, n int) error {
 		}
 	}
 }
+
+// Drive advances the clock by step each time a goroutine sleeps on it,
+// until done delivers the program's result. It gives up after steps
+// advances, so a test of a program that never ends fails instead of
+// hanging: ended is false then.
+func (f *Fake) Drive(step time.Duration, steps int, done <-chan error) (err error, ended bool) {
+	for range steps {
+		wctx, cancel := context.WithCancel(context.Background())
+		sleeping := make(chan error, 1)
+		go func() { sleeping <- f.WaitForSleepers(wctx, 1) }()
+		select {
+		case err := <-done:
+			cancel()
+			return err, true
+		case <-sleeping:
+			cancel()
+			f.Advance(step)
+		}
+	}
+	return nil, false
+}

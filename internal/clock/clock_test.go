@@ -52,3 +52,27 @@ func TestFakeSleepCancelled(t *testing.T) {
 		t.Fatalf("sleepers = %d after cancel", n)
 	}
 }
+
+func TestFakeDrive(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 3; i++ {
+			f.Sleep(context.Background(), time.Minute)
+		}
+		done <- nil
+	}()
+	if _, ended := f.Drive(time.Minute, 10, done); !ended {
+		t.Fatal("Drive gave up on a program that ends")
+	}
+	if got := f.Now(); !got.Equal(time.Unix(180, 0)) {
+		t.Fatalf("now = %v after three one-minute sleeps, want 3m", got)
+	}
+	never := make(chan error)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Sleep(ctx, time.Hour*1000)
+	if _, ended := f.Drive(time.Hour, 3, never); ended {
+		t.Fatal("Drive reported an end that never came")
+	}
+}
