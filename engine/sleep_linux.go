@@ -7,7 +7,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,11 +21,17 @@ import (
 // a millisecond late), the waiting goroutine parks like any network read
 // without holding a thread in a system call, and pacers due at the same
 // instant (executions of a stage share their start) wake together.
+//
+// Arming and reading the timer are raw system calls (see rawSocket): both
+// are non-blocking, and a pacer that wakes once a millisecond would
+// otherwise wake the runtime's monitor thread with each.
 type sleeper struct {
-	f   *os.File
-	fd  int
-	its unix.ItimerSpec
-	buf [8]byte
+	f      *os.File
+	rc     syscall.RawConn
+	readFn func(fd uintptr) bool // s.read, bound once
+	fd     int
+	its    unix.ItimerSpec
+	buf    [8]byte
 
 	// woken is set by wake: a sleep that armed the timer after wake did
 	// would otherwise lose the wake (arming resets the timer).
@@ -38,20 +46,40 @@ func newSleeper() (*sleeper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("timerfd: %w", err)
 	}
-	return &sleeper{f: os.NewFile(uintptr(fd), "timerfd"), fd: fd}, nil
+	f := os.NewFile(uintptr(fd), "timerfd")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("timerfd: %w", err)
+	}
+	s := &sleeper{f: f, rc: rc, fd: fd}
+	s.readFn = s.read
+	return s, nil
+}
+
+// settime arms the timer relative to now (a zero its disarms it).
+func (s *sleeper) settime(its *unix.ItimerSpec) syscall.Errno {
+	_, _, errno := syscall.RawSyscall6(unix.SYS_TIMERFD_SETTIME, uintptr(s.fd), 0, uintptr(unsafe.Pointer(its)), 0, 0, 0)
+	return errno
 }
 
 // sleep blocks for d (d > 0), or until wake.
 func (s *sleeper) sleep(d time.Duration) {
 	s.its.Value = unix.NsecToTimespec(int64(d))
-	if err := unix.TimerfdSettime(s.fd, 0, &s.its, nil); err != nil {
+	if s.settime(&s.its) != 0 {
 		time.Sleep(d)
 		return
 	}
 	if s.woken.Load() {
 		return
 	}
-	_, _ = s.f.Read(s.buf[:])
+	_ = s.rc.Read(s.readFn)
+}
+
+// read takes the timer's expiry count; false while it has not fired.
+func (s *sleeper) read(fd uintptr) bool {
+	_, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.buf[0])), uintptr(len(s.buf)))
+	return errno != syscall.EAGAIN
 }
 
 // wake ends a sleep in progress, or the next one, at once. Any goroutine
@@ -64,7 +92,7 @@ func (s *sleeper) wake() {
 	}
 	s.woken.Store(true)
 	its := unix.ItimerSpec{Value: unix.Timespec{Nsec: 1}}
-	_ = unix.TimerfdSettime(s.fd, 0, &its, nil)
+	_ = s.settime(&its)
 }
 
 func (s *sleeper) close() {

@@ -383,6 +383,7 @@ type conn struct {
 	w      *worker
 	nc     net.Conn
 	raw    syscall.RawConn // of the TCP socket, for the stale check
+	rw     io.ReadWriter   // what requests are written to and read from
 	br     *bufio.Reader
 	jobs   chan int64
 	resp   httpwire.Response
@@ -467,10 +468,16 @@ func (c *conn) dial(due int64) bool {
 	c.nc = nc
 	w.conns[c] = struct{}{}
 	w.mu.Unlock()
+	c.rw = nc
+	if c.raw != nil && w.spec.tls == nil {
+		if rs := newRawSocket(c.raw); rs != nil {
+			c.rw = rs
+		}
+	}
 	if c.br == nil {
-		c.br = bufio.NewReaderSize(nc, readBufferSize)
+		c.br = bufio.NewReaderSize(c.rw, readBufferSize)
 	} else {
-		c.br.Reset(nc)
+		c.br.Reset(c.rw)
 	}
 	return true
 }
@@ -480,7 +487,7 @@ func (c *conn) dial(due int64) bool {
 // the connection may carry another request.
 func (c *conn) roundTrip(due, inHand int64) bool {
 	w := c.w
-	if _, err := c.nc.Write(w.spec.request); err != nil {
+	if _, err := c.rw.Write(w.spec.request); err != nil {
 		w.failure(err, false)
 		return false
 	}
@@ -507,12 +514,7 @@ func (c *conn) closedByPeer() bool {
 	}
 	closed := false
 	_ = c.raw.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), c.peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		switch {
-		case err == syscall.EAGAIN || err == syscall.EINTR:
-		case err != nil, n >= 0:
-			closed = true
-		}
+		closed = peekClosed(fd, &c.peek)
 		return true
 	})
 	return closed
@@ -530,6 +532,6 @@ func (c *conn) drop() {
 	delete(w.conns, c)
 	c.nc = nil
 	w.mu.Unlock()
-	c.raw = nil
+	c.raw, c.rw = nil, nil
 	_ = nc.Close()
 }
