@@ -22,16 +22,16 @@ import (
 // without holding a thread in a system call, and pacers due at the same
 // instant (executions of a stage share their start) wake together.
 //
-// Arming and reading the timer are raw system calls (see rawSocket): both
-// are non-blocking, and a pacer that wakes once a millisecond would
-// otherwise wake the runtime's monitor thread with each.
+// Arming the timer is a raw system call (see rawSocket): it does not
+// block, and a pacer that wakes once a millisecond would otherwise wake the
+// runtime's monitor thread each time. The timer is never read (see done).
 type sleeper struct {
 	f      *os.File
 	rc     syscall.RawConn
-	readFn func(fd uintptr) bool // s.read, bound once
+	readFn func(fd uintptr) bool // s.done, bound once
+	until  int64                 // when the sleep in progress ends (nanotime)
 	fd     int
 	its    unix.ItimerSpec
-	buf    [8]byte
 
 	// woken is set by wake: a sleep that armed the timer after wake did
 	// would otherwise lose the wake (arming resets the timer).
@@ -40,6 +40,12 @@ type sleeper struct {
 	mu     sync.Mutex // guards the fd against a wake after close
 	closed bool
 }
+
+// clockBase is the origin of nanotime.
+var clockBase = time.Now()
+
+// nanotime reads the monotonic clock, in ns since clockBase.
+func nanotime() int64 { return int64(time.Since(clockBase)) }
 
 func newSleeper() (*sleeper, error) {
 	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
@@ -53,7 +59,7 @@ func newSleeper() (*sleeper, error) {
 		return nil, fmt.Errorf("timerfd: %w", err)
 	}
 	s := &sleeper{f: f, rc: rc, fd: fd}
-	s.readFn = s.read
+	s.readFn = s.done
 	return s, nil
 }
 
@@ -66,20 +72,21 @@ func (s *sleeper) settime(its *unix.ItimerSpec) syscall.Errno {
 // sleep blocks for d (d > 0), or until wake.
 func (s *sleeper) sleep(d time.Duration) {
 	s.its.Value = unix.NsecToTimespec(int64(d))
+	s.until = nanotime() + int64(d)
 	if s.settime(&s.its) != 0 {
 		time.Sleep(d)
-		return
-	}
-	if s.woken.Load() {
 		return
 	}
 	_ = s.rc.Read(s.readFn)
 }
 
-// read takes the timer's expiry count; false while it has not fired.
-func (s *sleeper) read(fd uintptr) bool {
-	_, _, errno := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.buf[0])), uintptr(len(s.buf)))
-	return errno != syscall.EAGAIN
+// done says the sleep is over. The timer is never read, which saves a
+// system call per sleep: the runtime's poller is edge-triggered and
+// reports every expiry as a new event, whatever the unread count, and the
+// clock tells whether a wake-up is the one asked for (an event left from
+// an earlier expiry, or from a wake, may come first).
+func (s *sleeper) done(uintptr) bool {
+	return s.woken.Load() || nanotime() >= s.until
 }
 
 // wake ends a sleep in progress, or the next one, at once. Any goroutine

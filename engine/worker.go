@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -67,6 +68,14 @@ type worker struct {
 
 	sleeper *sleeper
 	unsent  uint64
+
+	// deferOn: a response may wait for the pacer's next wake instead of
+	// waking the engine when it arrives (see conn.deferred). Changed
+	// under mu.
+	deferOn atomic.Bool
+	waiting []*conn // deferred responses not yet collected, under mu
+	// collected counts the connections collect woke; the pacer's own.
+	collected uint64
 }
 
 func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool) (*worker, error) {
@@ -87,6 +96,10 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 		room:    make(chan struct{}, 1),
 	}
 	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
+	// Deferring pays when the pacer wakes at least as often as responses
+	// arrive and seldom enough that most are back by its next wake: a
+	// slow open-loop worker. A closed-loop one waits for its responses.
+	w.deferOn.Store(s.openLoop && s.tls == nil && uint64(time.Second) >= uint64(shortWait)*uint64(s.pacer.Rate()))
 	return w, nil
 }
 
@@ -105,8 +118,13 @@ func (w *worker) run(abort <-chan struct{}) {
 		if !w.waitUntil(due) || !w.dispatch(due) {
 			break
 		}
+		w.collect()
 	}
 	w.unsent = planned - i
+	w.mu.Lock()
+	w.deferOn.Store(false)
+	w.mu.Unlock()
+	w.collect()
 	stopWake()
 	w.sleeper.close() // safe against a wake running now
 	w.drain(abort)
@@ -165,6 +183,12 @@ func (w *worker) dispatch(due int64) bool {
 			w.sent(due)
 			return true
 		}
+		if len(w.waiting) > 0 {
+			// Responses that wait for the pacer may free a connection.
+			w.mu.Unlock()
+			w.collect()
+			continue
+		}
 		if w.spec.openLoop {
 			w.mu.Unlock()
 			w.stats.inc(cOverflow)
@@ -180,6 +204,35 @@ func (w *worker) dispatch(due int64) bool {
 		}
 	}
 }
+
+// collect wakes the connections whose responses wait for the pacer (see
+// conn.deferred) and lets them read. The pacer collects after it hands
+// over the request due, so that the request is not late by the time
+// collecting takes; a worker thus keeps one more connection than it
+// would otherwise, and collects first when it finds no room.
+func (w *worker) collect() {
+	w.mu.Lock()
+	if len(w.waiting) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	w.collected += uint64(len(w.waiting))
+	for i, c := range w.waiting {
+		c.listed.Store(false)
+		c.collect.Store(true)
+		if c.nc != nil {
+			_ = c.nc.SetReadDeadline(aLongTimeAgo)
+		}
+		w.waiting[i] = nil
+	}
+	w.waiting = w.waiting[:0]
+	w.mu.Unlock()
+	runtime.Gosched()
+}
+
+// aLongTimeAgo is a deadline that has passed: setting it wakes a
+// goroutine waiting to read.
+var aLongTimeAgo = time.Unix(1, 0)
 
 // sent records how late the pacer handed over the request due at due.
 func (w *worker) sent(due int64) {
@@ -292,7 +345,7 @@ func (w *worker) expire(aborted bool) {
 	queued := len(w.queue) - w.qhead
 	w.queue, w.qhead = w.queue[:0], 0
 	for c := range w.conns {
-		_ = c.nc.SetDeadline(time.Unix(1, 0))
+		_ = c.nc.SetDeadline(aLongTimeAgo)
 	}
 	w.mu.Unlock()
 	w.stats.counts[cInflightLost].Add(uint64(queued))
@@ -384,12 +437,88 @@ type conn struct {
 	nc     net.Conn
 	raw    syscall.RawConn // of the TCP socket, for the stale check
 	rw     io.ReadWriter   // what requests are written to and read from
+	rs     *rawSocket      // rw when it is a plain TCP socket, else nil
 	br     *bufio.Reader
 	jobs   chan int64
 	resp   httpwire.Response
 	idleAt int64
 	peek   [1]byte
 	stale  bool
+
+	// deferred: the response in flight may wait for the pacer. Its bytes
+	// do not wake the engine (rawSocket raises the receive low-water
+	// mark), and the kernel's receive timestamp still tells when they
+	// came. The pacer, waking for its next request, collects it (see
+	// worker.collect). At a few thousand requests a second or fewer this
+	// halves the engine's wake-ups, each of which costs about as much as
+	// the system calls of a request. Only c's goroutine uses it.
+	deferred bool
+	// listed: c waits in w.waiting; collect: the pacer moved the read
+	// deadline to wake c.
+	listed  atomic.Bool
+	collect atomic.Bool
+}
+
+// woke is called at every attempt to read c's response: if c was waiting
+// for the pacer and woke for another reason (the peer closed, say), it is
+// no longer waiting.
+func (c *conn) woke() {
+	if !c.listed.Load() {
+		return
+	}
+	w := c.w
+	w.mu.Lock()
+	if c.listed.Load() {
+		c.listed.Store(false)
+		for i, x := range w.waiting {
+			if x == c {
+				last := len(w.waiting) - 1
+				w.waiting[i] = w.waiting[last]
+				w.waiting[last] = nil
+				w.waiting = w.waiting[:last]
+				break
+			}
+		}
+	}
+	w.mu.Unlock()
+}
+
+// wouldBlock is called when reading c's response would block, before c's
+// goroutine waits: a deferred response waits for the pacer; any other
+// makes sure its bytes wake the engine. True: look once more first (the
+// socket was just armed, and bytes may have come in between).
+func (c *conn) wouldBlock() bool {
+	if c.deferred {
+		w := c.w
+		w.mu.Lock()
+		if w.deferOn.Load() {
+			c.listed.Store(true)
+			w.waiting = append(w.waiting, c)
+			w.mu.Unlock()
+			return false
+		}
+		w.mu.Unlock()
+		c.deferred = false
+	}
+	return c.rs.arm()
+}
+
+// collected is called when a read of c's response failed on its deadline:
+// true when the pacer set it to collect the response (the read goes on,
+// no longer deferred), false when it is a real deadline.
+func (c *conn) collected() bool {
+	if !c.collect.Swap(false) {
+		return false
+	}
+	_ = c.nc.SetReadDeadline(time.Time{})
+	w := c.w
+	// expire sets its flag before its deadline: whichever deadline was
+	// cleared, a drain that ended is seen here or wakes the next wait.
+	if w.expired.Load() || w.aborted.Load() {
+		return false
+	}
+	c.deferred = false
+	return true
 }
 
 // connLoop serves requests on one connection, dialing it for the first.
@@ -468,10 +597,11 @@ func (c *conn) dial(due int64) bool {
 	c.nc = nc
 	w.conns[c] = struct{}{}
 	w.mu.Unlock()
-	c.rw = nc
+	c.rw, c.rs = nc, nil
+	c.collect.Store(false)
 	if c.raw != nil && w.spec.tls == nil {
-		if rs := newRawSocket(c.raw); rs != nil {
-			c.rw = rs
+		if rs := newRawSocket(c.raw, c); rs != nil {
+			c.rw, c.rs = rs, rs
 		}
 	}
 	if c.br == nil {
@@ -487,12 +617,25 @@ func (c *conn) dial(due int64) bool {
 // the connection may carry another request.
 func (c *conn) roundTrip(due, inHand int64) bool {
 	w := c.w
+	if c.rs != nil {
+		c.deferred = c.rs.canDefer() && w.deferOn.Load()
+		c.rs.setDefer(c.deferred)
+	}
 	if _, err := c.rw.Write(w.spec.request); err != nil {
 		w.failure(err, false)
 		return false
 	}
 	err := httpwire.ReadResponse(c.br, w.spec.head, &c.resp)
-	end := w.now()
+	t := time.Now()
+	end := int64(t.Sub(w.base))
+	if c.rs != nil {
+		// The response ended when its last bytes reached the socket.
+		if rx := c.rs.rxWall(); rx != 0 {
+			if e := end - (t.UnixNano() - rx); e >= inHand && e < end {
+				end = e
+			}
+		}
+	}
 	if err != nil {
 		w.failure(err, c.resp.HeadersDone)
 		return false
@@ -532,6 +675,6 @@ func (c *conn) drop() {
 	delete(w.conns, c)
 	c.nc = nil
 	w.mu.Unlock()
-	c.raw, c.rw = nil, nil
+	c.raw, c.rw, c.rs = nil, nil, nil
 	_ = nc.Close()
 }

@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"testing"
+	"time"
+
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/internal/counters"
+)
+
+// runDirect runs one execution without the gRPC layer, so that a test can
+// look at its workers afterwards.
+func runDirect(t *testing.T, r *enginev1.ExecuteRequest) *execution {
+	t.Helper()
+	sp, err := parseSpec(r, time.Now(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := newExecution(sp, context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.start()
+	<-x.done
+	checkAccounting(t, x.result(""))
+	return x
+}
+
+// A slow open-loop worker leaves each response to its pacer's next wake
+// (conn.deferred): every response is still counted, and its latency ends
+// when it reached the socket, not when the pacer collected it a second
+// later.
+func TestDeferredResponses(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("responses are deferred on Linux only")
+	}
+	t.Parallel()
+	const answerAfter = 50 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(answerAfter)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+
+	t.Run("open loop", func(t *testing.T) {
+		t.Parallel()
+		// Requests at 0, 1 and 2 s: the first two answers wait for the
+		// pacer's wakes at 1 and 2 s, the last for its drain.
+		x := runDirect(t, req("deferred", srv.URL, 1, 3*time.Second))
+		res := x.result("")
+		wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 3})
+		if got := x.workers[0].collected; got < 2 {
+			t.Errorf("the pacer collected %d responses, want at least 2", got)
+		}
+		// Measured at collection, the first two latencies would be about
+		// a second (the pacer's period); the margin to that is wide.
+		lat := statsByID(res)[counters.LatencyPrefix+"2xx"]
+		if max := time.Duration(lat.GetMax()); max < answerAfter || max > 500*time.Millisecond {
+			t.Errorf("latency max %v, want about %v (the answer's delay)", max, answerAfter)
+		}
+	})
+	t.Run("closed loop", func(t *testing.T) {
+		t.Parallel()
+		r := req("waits", srv.URL, 2, time.Second)
+		r.OpenLoop = false
+		x := runDirect(t, r)
+		wantCounters(t, x.result(""), map[string]uint64{counters.HTTP2xx: 2})
+		if got := x.workers[0].collected; got != 0 {
+			t.Errorf("a closed-loop worker deferred %d responses, want none", got)
+		}
+	})
+}
