@@ -110,9 +110,3 @@ func (s *sleeper) close() {
 		_ = s.f.Close()
 	}
 }
-
-// shortSleep blocks the thread for d with nanosleep.
-func shortSleep(d time.Duration) {
-	ts := unix.NsecToTimespec(int64(d))
-	_ = unix.Nanosleep(&ts, nil)
-}

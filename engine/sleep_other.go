@@ -36,6 +36,3 @@ func (s *sleeper) wake() {
 }
 
 func (s *sleeper) close() { s.t.Stop() }
-
-// shortSleep blocks for d.
-func shortSleep(d time.Duration) { time.Sleep(d) }

@@ -20,9 +20,11 @@ import (
 
 // Pacing and pool tuning.
 const (
-	// shortWait: a pacer wait shorter than this is a nanosleep (see
-	// waitUntil).
-	shortWait = 200 * time.Microsecond
+	// batchWindow: the shortest sleep of a pacer (see waitUntil).
+	// A wake-up costs about as much as sending a request; waking at most
+	// every 200 us bounds that cost at high rates and is small beside
+	// the millisecond a send may be late before it counts as late.
+	batchWindow = 200 * time.Microsecond
 	// staleAfter: a connection idle for longer is checked, without
 	// blocking, for a close or unsolicited bytes from the server before it
 	// carries a request; such a connection is replaced, not used. This is
@@ -99,7 +101,7 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 	// Deferring pays when the pacer wakes at least as often as responses
 	// arrive and seldom enough that most are back by its next wake: a
 	// slow open-loop worker. A closed-loop one waits for its responses.
-	w.deferOn.Store(s.openLoop && s.tls == nil && uint64(time.Second) >= uint64(shortWait)*uint64(s.pacer.Rate()))
+	w.deferOn.Store(s.openLoop && s.tls == nil && uint64(time.Second) >= uint64(batchWindow)*uint64(s.pacer.Rate()))
 	return w, nil
 }
 
@@ -131,26 +133,24 @@ func (w *worker) run(abort <-chan struct{}) {
 }
 
 // waitUntil blocks until offset due; false if the worker was cancelled
-// first. It never spins. A wait of at least shortWait sleeps on the
-// worker's sleeper (one wake, precise); a shorter one, which only a fast
-// pacer has, is a nanosleep, cheaper per call and batching by itself: the
-// kernel's timer slack lets a few requests fall due, which are then sent
-// without sleeping. A due time already past returns at once, so a worker
-// that fell behind sends its backlog as a batch.
+// first. It never spins, and it never holds the thread: it sleeps on the
+// worker's sleeper, parked on the runtime's poller, so connection
+// goroutines run meanwhile even on one core. A wait of at least
+// batchWindow ends at due (one wake, precise); a shorter one, which only
+// a fast pacer has, lasts batchWindow, and the requests that fell due in
+// it are then sent together, each at most batchWindow late. A due time
+// already past returns at once, so a worker that fell behind sends its
+// backlog as a batch.
 func (w *worker) waitUntil(due int64) bool {
 	for {
 		if w.ctx.Err() != nil {
 			return false
 		}
 		d := time.Duration(due - w.now())
-		switch {
-		case d <= 0:
+		if d <= 0 {
 			return true
-		case d >= shortWait:
-			w.sleeper.sleep(d)
-		default:
-			shortSleep(d)
 		}
+		w.sleeper.sleep(max(d, batchWindow))
 	}
 }
 
