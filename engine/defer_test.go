@@ -40,7 +40,7 @@ func TestDeferredResponses(t *testing.T) {
 		t.Skip("responses are deferred on Linux only")
 	}
 	t.Parallel()
-	const answerAfter = 50 * time.Millisecond
+	const answerAfter = 80 * time.Millisecond
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		time.Sleep(answerAfter)
 		_, _ = io.WriteString(w, "ok")
@@ -59,6 +59,18 @@ func TestDeferredResponses(t *testing.T) {
 		}
 		// Measured at collection, the first two latencies would be about
 		// a second (the pacer's period); the margin to that is wide.
+		lat := statsByID(res)[counters.LatencyPrefix+"2xx"]
+		if max := time.Duration(lat.GetMax()); max < answerAfter || max > 500*time.Millisecond {
+			t.Errorf("latency max %v, want about %v (the answer's delay)", max, answerAfter)
+		}
+	})
+	t.Run("slower than the pacer", func(t *testing.T) {
+		t.Parallel()
+		// 20 rps: most answers are not back by the pacer's next wake,
+		// 50 ms later; they then wake the engine themselves.
+		x := runDirect(t, req("slow", srv.URL, 20, time.Second))
+		res := x.result("")
+		wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 20})
 		lat := statsByID(res)[counters.LatencyPrefix+"2xx"]
 		if max := time.Duration(lat.GetMax()); max < answerAfter || max > 500*time.Millisecond {
 			t.Errorf("latency max %v, want about %v (the answer's delay)", max, answerAfter)

@@ -3,9 +3,7 @@
 package engine
 
 import (
-	"errors"
 	"io"
-	"os"
 	"syscall"
 	"unsafe"
 )
@@ -54,6 +52,9 @@ type rawSocket struct {
 	// the first read waits for the pacer without looking, since the
 	// answer cannot be there yet, or hardly ever.
 	fresh bool
+	// toPacer: the read callback listed the connection for the pacer to
+	// collect; Read waits for it.
+	toPacer bool
 }
 
 // lowatHigh is a low-water mark no response reaches: below it, data makes
@@ -118,16 +119,20 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	for {
-		s.p, s.n, s.errno = p, 0, 0
+		s.p, s.n, s.errno, s.toPacer = p, 0, 0, false
 		err := s.rc.Read(s.readFn)
 		n, errno := s.n, s.errno
 		s.p = nil
 		switch {
 		case err != nil:
-			if errors.Is(err, os.ErrDeadlineExceeded) && s.c.collected() {
-				continue
-			}
 			return 0, err
+		case s.toPacer:
+			<-s.c.wake
+			// Collected. A response not back by now is slower than
+			// the pacer: its bytes wake the engine when they come,
+			// rather than the pacer looking for them at every wake.
+			s.c.deferred = false
+			continue
 		case errno != 0:
 			return 0, errno
 		case n == 0:
@@ -138,11 +143,11 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 }
 
 func (s *rawSocket) read(fd uintptr) bool {
-	s.c.woke()
 	if s.fresh {
 		s.fresh = false
-		if !s.c.wouldBlock() {
-			return false
+		if s.c.wouldBlock() == waitPacer {
+			s.toPacer = true
+			return true
 		}
 	}
 	for {
@@ -161,8 +166,12 @@ func (s *rawSocket) read(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
-			if s.c.wouldBlock() {
-				continue // armed: look once more, then wait
+			switch s.c.wouldBlock() {
+			case readAgain:
+				continue
+			case waitPacer:
+				s.toPacer = true
+				return true
 			}
 			return false
 		}

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -20,10 +21,12 @@ import (
 
 // Pacing and pool tuning.
 const (
-	// batchWindow: the shortest sleep of a pacer (see waitUntil).
-	// A wake-up costs about as much as sending a request; waking at most
-	// every 200 us bounds that cost at high rates and is small beside
-	// the millisecond a send may be late before it counts as late.
+	// batchWindow: the shortest time between two wakes of a pacer (see
+	// run). A wake-up costs about as much as sending a request; waking
+	// at most every 200 us bounds that cost at high rates, leaves the
+	// responses time to come back before the pacer collects them, and is
+	// small beside the millisecond a send may be late before it counts
+	// as late.
 	batchWindow = 200 * time.Microsecond
 	// staleAfter: a connection idle for longer is checked, without
 	// blocking, for a close or unsolicited bytes from the server before it
@@ -98,10 +101,8 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 		room:    make(chan struct{}, 1),
 	}
 	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
-	// Deferring pays when the pacer wakes at least as often as responses
-	// arrive and seldom enough that most are back by its next wake: a
-	// slow open-loop worker. A closed-loop one waits for its responses.
-	w.deferOn.Store(s.openLoop && s.tls == nil && uint64(time.Second) >= uint64(batchWindow)*uint64(s.pacer.Rate()))
+	// A closed-loop worker waits for its responses to send more.
+	w.deferOn.Store(s.openLoop && s.tls == nil)
 	return w, nil
 }
 
@@ -115,10 +116,27 @@ func (w *worker) run(abort <-chan struct{}) {
 	planned := p.Planned()
 	i := uint64(0)
 	stopWake := context.AfterFunc(w.ctx, w.sleeper.wake)
-	for ; i < planned; i++ {
-		due := int64(p.Offset(i))
-		if !w.waitUntil(due) || !w.dispatch(due) {
+	woke := int64(math.MinInt64 / 2)
+pacing:
+	for i < planned {
+		// Wake at the next due time, but not sooner than batchWindow
+		// after the last wake: a fast pacer wakes once a window and
+		// sends what fell due in it together, each request at most a
+		// window late; a worker that fell behind sends its backlog so.
+		if !w.waitUntil(max(int64(p.Offset(i)), woke+int64(batchWindow))) {
 			break
+		}
+		woke = w.now()
+		// Send what is due, then collect: once a wake, not once a
+		// request, so that responses have had time to come back.
+		for now := woke; i < planned; i++ {
+			due := int64(p.Offset(i))
+			if due > now {
+				break
+			}
+			if !w.dispatch(due) {
+				break pacing
+			}
 		}
 		w.collect()
 	}
@@ -135,12 +153,8 @@ func (w *worker) run(abort <-chan struct{}) {
 // waitUntil blocks until offset due; false if the worker was cancelled
 // first. It never spins, and it never holds the thread: it sleeps on the
 // worker's sleeper, parked on the runtime's poller, so connection
-// goroutines run meanwhile even on one core. A wait of at least
-// batchWindow ends at due (one wake, precise); a shorter one, which only
-// a fast pacer has, lasts batchWindow, and the requests that fell due in
-// it are then sent together, each at most batchWindow late. A due time
-// already past returns at once, so a worker that fell behind sends its
-// backlog as a batch.
+// goroutines run meanwhile even on one core. A due time already past
+// returns at once.
 func (w *worker) waitUntil(due int64) bool {
 	for {
 		if w.ctx.Err() != nil {
@@ -150,7 +164,7 @@ func (w *worker) waitUntil(due int64) bool {
 		if d <= 0 {
 			return true
 		}
-		w.sleeper.sleep(max(d, batchWindow))
+		w.sleeper.sleep(d)
 	}
 }
 
@@ -207,9 +221,9 @@ func (w *worker) dispatch(due int64) bool {
 
 // collect wakes the connections whose responses wait for the pacer (see
 // conn.deferred) and lets them read. The pacer collects after it hands
-// over the request due, so that the request is not late by the time
-// collecting takes; a worker thus keeps one more connection than it
-// would otherwise, and collects first when it finds no room.
+// over the requests due, so that they are not late by the time collecting
+// takes; a worker thus keeps one more connection than it would otherwise,
+// and collects first when it finds no room.
 func (w *worker) collect() {
 	w.mu.Lock()
 	if len(w.waiting) == 0 {
@@ -218,10 +232,9 @@ func (w *worker) collect() {
 	}
 	w.collected += uint64(len(w.waiting))
 	for i, c := range w.waiting {
-		c.listed.Store(false)
-		c.collect.Store(true)
-		if c.nc != nil {
-			_ = c.nc.SetReadDeadline(aLongTimeAgo)
+		select {
+		case c.wake <- struct{}{}:
+		default:
 		}
 		w.waiting[i] = nil
 	}
@@ -449,82 +462,48 @@ type conn struct {
 	// do not wake the engine (rawSocket raises the receive low-water
 	// mark), and the kernel's receive timestamp still tells when they
 	// came. The pacer, waking for its next request, collects it (see
-	// worker.collect). At a few thousand requests a second or fewer this
-	// halves the engine's wake-ups, each of which costs about as much as
-	// the system calls of a request. Only c's goroutine uses it.
+	// worker.collect). The engine then wakes only for its pacer: once a
+	// request at low rates instead of twice, once a batch window at high
+	// ones, where each response used to wake it. Only c's goroutine uses
+	// it.
 	deferred bool
-	// listed: c waits in w.waiting; collect: the pacer moved the read
-	// deadline to wake c.
-	listed  atomic.Bool
-	collect atomic.Bool
+	// wake: the pacer collects c's deferred response.
+	wake chan struct{}
 }
 
-// woke is called at every attempt to read c's response: if c was waiting
-// for the pacer and woke for another reason (the peer closed, say), it is
-// no longer waiting.
-func (c *conn) woke() {
-	if !c.listed.Load() {
-		return
-	}
-	w := c.w
-	w.mu.Lock()
-	if c.listed.Load() {
-		c.listed.Store(false)
-		for i, x := range w.waiting {
-			if x == c {
-				last := len(w.waiting) - 1
-				w.waiting[i] = w.waiting[last]
-				w.waiting[last] = nil
-				w.waiting = w.waiting[:last]
-				break
-			}
-		}
-	}
-	w.mu.Unlock()
-}
+// What a connection does when reading its response would block.
+const (
+	waitPoller = iota // wait for bytes: the runtime's poller wakes it
+	waitPacer         // wait for the pacer to collect the response
+	readAgain         // the socket was just armed: look once more first
+)
 
 // wouldBlock is called when reading c's response would block, before c's
 // goroutine waits: a deferred response waits for the pacer; any other
-// makes sure its bytes wake the engine. True: look once more first (the
-// socket was just armed, and bytes may have come in between).
-func (c *conn) wouldBlock() bool {
+// makes sure its bytes wake the engine.
+func (c *conn) wouldBlock() int {
 	if c.deferred {
 		w := c.w
 		w.mu.Lock()
 		if w.deferOn.Load() {
-			c.listed.Store(true)
 			w.waiting = append(w.waiting, c)
 			w.mu.Unlock()
-			return false
+			return waitPacer
 		}
 		w.mu.Unlock()
 		c.deferred = false
 	}
-	return c.rs.arm()
-}
-
-// collected is called when a read of c's response failed on its deadline:
-// true when the pacer set it to collect the response (the read goes on,
-// no longer deferred), false when it is a real deadline.
-func (c *conn) collected() bool {
-	if !c.collect.Swap(false) {
-		return false
+	if c.rs.arm() {
+		// Bytes may have come between the read and the arming.
+		return readAgain
 	}
-	_ = c.nc.SetReadDeadline(time.Time{})
-	w := c.w
-	// expire sets its flag before its deadline: whichever deadline was
-	// cleared, a drain that ended is seen here or wakes the next wait.
-	if w.expired.Load() || w.aborted.Load() {
-		return false
-	}
-	c.deferred = false
-	return true
+	return waitPoller
 }
 
 // connLoop serves requests on one connection, dialing it for the first.
 func (w *worker) connLoop(due int64) {
 	defer w.wg.Done()
-	c := &conn{w: w, jobs: make(chan int64, 1)}
+	c := &conn{w: w, jobs: make(chan int64, 1), wake: make(chan struct{}, 1)}
 	for {
 		if c.nc == nil && !c.dial(due) {
 			next, act := w.next(c)
@@ -598,7 +577,6 @@ func (c *conn) dial(due int64) bool {
 	w.conns[c] = struct{}{}
 	w.mu.Unlock()
 	c.rw, c.rs = nc, nil
-	c.collect.Store(false)
 	if c.raw != nil && w.spec.tls == nil {
 		if rs := newRawSocket(c.raw, c); rs != nil {
 			c.rw, c.rs = rs, rs
