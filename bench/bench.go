@@ -37,6 +37,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runTarget(ctx, args[1:], stdout, stderr)
 		case cmdEngine:
 			return runEngineChild(ctx, args[1:], stdout, stderr)
+		case cmdFloor:
+			return runFloor(ctx, args[1:], stdout, stderr)
 		}
 	}
 	peersBin := os.Getenv("SORTIE_PEERS_BIN")
@@ -223,7 +225,7 @@ func (b *bench) high(ctx context.Context) ([]Row, *Ceiling, error) {
 	if err != nil {
 		return rows, nil, err
 	}
-	for _, p := range []string{peerFortio, peerFortioUniform, peerVegeta, peerWrk} {
+	for _, p := range []string{peerFortio, peerFortioUniform, peerVegeta, peerWrk, peerFloor} {
 		if err := pause(ctx); err != nil {
 			return rows, nil, err
 		}
@@ -288,7 +290,7 @@ func (b *bench) low(ctx context.Context) ([]Row, error) {
 	if err != nil {
 		return rows, err
 	}
-	for _, p := range []string{peerFortio, peerFortioUniform, peerVegeta} {
+	for _, p := range []string{peerFortio, peerFortioUniform, peerVegeta, peerFloor} {
 		if err := pause(ctx); err != nil {
 			return rows, err
 		}
@@ -347,7 +349,7 @@ func (b *bench) engineRow(ctx context.Context, scenario string, rate int, d time
 	}
 	row.setMeasure(m)
 	row.Planned, row.Sent, row.OK, row.Errors = res.Planned, res.Sent, res.OK, res.Errors
-	row.P50NS, row.P99NS = int64(res.P50), int64(res.P99)
+	row.P50NS, row.P99NS, row.P99SentNS = int64(res.P50), int64(res.P99), int64(res.P99R)
 	if res.Elapsed > 0 {
 		row.AchievedRate = float64(res.Sent) / res.Elapsed.Seconds()
 	}

@@ -13,7 +13,7 @@ import (
 // starts its target and engines by running os.Executable with a hidden
 // subcommand, which is this test binary under go test.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == cmdTarget || os.Args[1] == cmdEngine) {
+	if len(os.Args) > 1 && (os.Args[1] == cmdTarget || os.Args[1] == cmdEngine || os.Args[1] == cmdFloor) {
 		ctx, stop := cli.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		stop()

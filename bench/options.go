@@ -24,6 +24,9 @@ const (
 	peerFortio = "fortio"
 	peerVegeta = "vegeta"
 	peerWrk    = "wrk"
+	// peerFloor is the bench's own floor client (see cmdFloor): a
+	// reference for what the machine allows, not a load generator.
+	peerFloor = "floor"
 	// peerFortioUniform is fortio with -uniform: its connections spread
 	// over the period instead of sending in step. It runs when fortio is
 	// selected.
@@ -32,7 +35,7 @@ const (
 
 var (
 	allScenarios = []string{scenarioSoak, scenarioHigh, scenarioLow}
-	allPeers     = []string{peerFortio, peerVegeta, peerWrk}
+	allPeers     = []string{peerFortio, peerVegeta, peerWrk, peerFloor}
 )
 
 // Options are the flags of sortie-bench.
@@ -195,10 +198,17 @@ Scenarios:
         beside it 8 fortio and 8 vegeta processes at 7.5 rps each
   high  --high-rate (50,000 rps) for --high-duration: engine, fortio (as is,
         and with -uniform) and vegeta open loop, wrk closed loop (50
-        connections); then the engine is stepped through --step-rates until
-        a rate is not held
+        connections), floor; then the engine is stepped through --step-rates
+        until a rate is not held
   low   --low-rate (1,000 rps) for --low-duration: engine, fortio (as is, and
-        with -uniform), vegeta
+        with -uniform), vegeta, floor
+
+The floor is this binary's own minimal client, run like a peer: raw system
+calls on one thread, waking at most every 200 us (the engine's batch
+window), reading answers at its next wake and writing what fell due. It
+parses no HTTP beyond the status line and records no latency, so its cost
+per request is what the machine allows, a bound for any client; it is no
+peer, and its row shows no percentiles.
 
 Peers are looked up in --peers-bin, then $PATH; one that is missing is
 reported "not installed". Install them outside the repository:

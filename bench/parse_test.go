@@ -192,3 +192,14 @@ func FuzzParseWrk(f *testing.F) {
 		checkReport(t, r, err)
 	})
 }
+
+func FuzzParseFloor(f *testing.F) {
+	f.Add([]byte(`{"sent":10,"ok":9,"errors":1,"elapsed_ns":2000000000}`))
+	f.Add([]byte(`{"elapsed_ns":-1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := parseFloor(b)
+		if err == nil && r.Rate < 0 {
+			t.Errorf("negative rate %v", r.Rate)
+		}
+	})
+}

@@ -75,6 +75,9 @@ func (w *window) end(pid int) (measure, error) {
 // findPeer returns the path of a peer's binary: in PeersBin, else in
 // $PATH; "" when it is not installed.
 func (b *bench) findPeer(name string) string {
+	if name == peerFloor {
+		return b.self[0]
+	}
 	if b.opts.PeersBin != "" {
 		p := filepath.Join(b.opts.PeersBin, name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
@@ -168,6 +171,17 @@ func (b *bench) peerCommands(peer, bin string, n int, rate float64, d time.Durat
 		case peerWrk:
 			p.cmd = exec.Command(bin, "-t1", "-c50", "-d"+d.String(), "--latency", b.url)
 			p.report = func(_ context.Context, p *peerProc) (peerReport, error) { return parseWrk(p.out.Bytes()) }
+		case peerFloor:
+			// As many connections as the engine has at high rate; at
+			// low rates one is in flight and one answer waits.
+			conns := b.opts.EngineConnections
+			if rate <= 10000 {
+				conns = 4
+			}
+			args := append(append([]string(nil), b.self[1:]...), cmdFloor, "--url", b.url,
+				"--rate", strconv.FormatFloat(rate, 'f', 0, 64), "--duration", d.String(), "--connections", strconv.Itoa(conns))
+			p.cmd = exec.Command(bin, args...)
+			p.report = func(_ context.Context, p *peerProc) (peerReport, error) { return parseFloor(p.out.Bytes()) }
 		default:
 			return nil, fmt.Errorf("unknown peer %q", peer)
 		}
@@ -293,6 +307,9 @@ func (b *bench) peerRow(ctx context.Context, scenario, peer string, n int, rate 
 		row.note("plus one warm-up request per connection, not counted")
 	case peerVegeta:
 		row.note("attack only; report made afterwards")
+	case peerFloor:
+		row.LatencyFrom = ""
+		row.note("reference, not a peer: raw system calls, no HTTP parsing, no statistics")
 	}
 	return row, nil
 }
