@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,18 @@ func TestDeferredResponses(t *testing.T) {
 		if max := time.Duration(lat.GetMax()); max < answerAfter || max > 500*time.Millisecond {
 			t.Errorf("latency max %v, want about %v (the answer's delay)", max, answerAfter)
 		}
+	})
+	t.Run("large body", func(t *testing.T) {
+		t.Parallel()
+		// Far more than a socket buffer: the rest of the body comes after
+		// the pacer collected the first bytes.
+		body := strings.Repeat("x", 4<<20)
+		big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, body)
+		}))
+		t.Cleanup(big.Close)
+		x := runDirect(t, req("big", big.URL, 5, time.Second))
+		wantCounters(t, x.result(""), map[string]uint64{counters.HTTP2xx: 5})
 	})
 	t.Run("closed loop", func(t *testing.T) {
 		t.Parallel()
