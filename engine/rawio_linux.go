@@ -5,6 +5,7 @@ package engine
 import (
 	"io"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -55,7 +56,13 @@ type rawSocket struct {
 	// toPacer: the read callback listed the connection for the pacer to
 	// collect; Read waits for it.
 	toPacer bool
+	// written: when the request in flight was written (nanotime).
+	written int64
 }
+
+// deferFor is how long after its request a response may wait for the
+// pacer: several batch windows at high rates, one wake at 1,000 rps.
+const deferFor = time.Millisecond
 
 // lowatHigh is a low-water mark no response reaches: below it, data makes
 // the socket readable only with a FIN or an error.
@@ -128,10 +135,13 @@ func (s *rawSocket) Read(p []byte) (int, error) {
 			return 0, err
 		case s.toPacer:
 			<-s.c.wake
-			// Collected. A response not back by now is slower than
-			// the pacer: its bytes wake the engine when they come,
-			// rather than the pacer looking for them at every wake.
-			s.c.deferred = false
+			// Collected. A response not back a millisecond after its
+			// request is slower than the pacer: its bytes wake the
+			// engine when they come, rather than the pacer looking
+			// for them at every wake.
+			if nanotime()-s.written >= int64(deferFor) {
+				s.c.deferred = false
+			}
 			continue
 		case errno != 0:
 			return 0, errno
@@ -204,6 +214,7 @@ func (s *rawSocket) Write(p []byte) (int, error) {
 	n, errno := s.n, s.errno
 	s.p = nil
 	s.fresh = err == nil && errno == 0 && s.c.deferred
+	s.written = nanotime()
 	switch {
 	case err != nil:
 		return n, err
