@@ -77,6 +77,19 @@ func TestDeferredResponses(t *testing.T) {
 			t.Errorf("latency max %v, want about %v (the answer's delay)", max, answerAfter)
 		}
 	})
+	t.Run("full pool", func(t *testing.T) {
+		t.Parallel()
+		// One connection, a queue of one, answers slower than the
+		// requests come: the pacer collects before it refuses one, and
+		// what it cannot place is counted as an overflow.
+		r := req("full", srv.URL, 100, 300*time.Millisecond)
+		r.Connections, r.MaxPendingRequests = 1, 1
+		x := runDirect(t, r)
+		got := x.result("").GetCounters()
+		if got[counters.HTTP2xx] == 0 || got[counters.PoolOverflow] == 0 || got[counters.HTTP2xx]+got[counters.PoolOverflow] != 30 {
+			t.Errorf("2xx %d + overflow %d, want 30 with both above 0 (all: %v)", got[counters.HTTP2xx], got[counters.PoolOverflow], got)
+		}
+	})
 	t.Run("large body", func(t *testing.T) {
 		t.Parallel()
 		// Far more than a socket buffer: the rest of the body comes after

@@ -172,6 +172,7 @@ func (w *worker) waitUntil(due int64) bool {
 // false only when the worker was cancelled while a closed-loop worker
 // waited for room.
 func (w *worker) dispatch(due int64) bool {
+	collected := false
 	for {
 		w.mu.Lock()
 		if n := len(w.idle); n > 0 {
@@ -197,10 +198,12 @@ func (w *worker) dispatch(due int64) bool {
 			w.sent(due)
 			return true
 		}
-		if len(w.waiting) > 0 {
-			// Responses that wait for the pacer may free a connection.
+		if len(w.waiting) > 0 && !collected {
+			// Responses that wait for the pacer may free a connection;
+			// once: those not back yet wait again.
 			w.mu.Unlock()
 			w.collect()
+			collected = true
 			continue
 		}
 		if w.spec.openLoop {
