@@ -26,8 +26,8 @@ const floorWindow = 200 * time.Microsecond
 // after its last wake), reads what came back on the busy connections
 // without waiting, and writes what fell due. A response is one read, ok
 // when its bytes start with a 2xx status line: the target's answers are
-// small, and one request at a time is in flight on a connection. It stops when every
-// request was answered or d plus the timeout passed.
+// small, and one request at a time is in flight on a connection. It stops
+// when every request was answered or d plus the timeout passed.
 func runFloorLoop(ctx context.Context, addr, host string, rate int, d, timeout time.Duration, conns int) (floorReport, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -79,6 +79,8 @@ func runFloorLoop(ctx context.Context, addr, host string, rate int, d, timeout t
 		ts := unix.NsecToTimespec(next)
 		_, _, _ = syscall.RawSyscall6(unix.SYS_CLOCK_NANOSLEEP, unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		woke = mono()
+		// The sleep held the thread: let a signal's goroutine cancel ctx.
+		runtime.Gosched()
 		// Collect what came back.
 		for i := 0; i < len(busy); {
 			fd := busy[i]
