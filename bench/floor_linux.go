@@ -133,14 +133,17 @@ func rawConn(addr string) (int, error) {
 		return -1, fmt.Errorf("floor: %w", err)
 	}
 	defer c.Close()
-	f, err := c.(*net.TCPConn).File()
+	rc, err := c.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		return -1, fmt.Errorf("floor: %w", err)
 	}
-	defer f.Close()
-	fd, err := syscall.Dup(int(f.Fd()))
-	if err != nil {
-		return -1, fmt.Errorf("floor: dup: %w", err)
+	fd := -1
+	var dupErr error
+	if err := rc.Control(func(s uintptr) { fd, dupErr = syscall.Dup(int(s)) }); err != nil {
+		return -1, fmt.Errorf("floor: %w", err)
+	}
+	if dupErr != nil {
+		return -1, fmt.Errorf("floor: dup: %w", dupErr)
 	}
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		_ = syscall.Close(fd)
