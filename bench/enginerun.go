@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // engineExec is one execution the bench asks of an engine.
@@ -94,24 +94,24 @@ func driveEngine(ctx context.Context, addr, url string, execs []engineExec) (eng
 		out.Elapsed = max(out.Elapsed, r.GetElapsed().AsDuration())
 		for _, st := range r.GetStatistics() {
 			switch st.GetId() {
-			case counters.Latency2xx:
+			case record.Latency2xx:
 				out.P50 = max(out.P50, time.Duration(st.GetP50()))
 				out.P99 = max(out.P99, time.Duration(st.GetP99()))
-			case counters.RequestToResponse:
+			case record.RequestToResponse:
 				out.P50R = max(out.P50R, time.Duration(st.GetP50()))
 				out.P99R = max(out.P99R, time.Duration(st.GetP99()))
-			case counters.SendLateness:
+			case record.SendLateness:
 				out.LateP99 = max(out.LateP99, time.Duration(st.GetP99()))
 			}
 		}
 	}
 	c := out.Counters
-	all := counters.Sum(c)
-	out.OK = c[counters.HTTP2xx]
+	all := record.Sum(c)
+	out.OK = c[record.HTTP2xx]
 	out.Errors = all - out.OK
-	out.Overflow = c[counters.PoolOverflow]
-	out.Sent = all - out.Overflow - c[counters.PoolConnectionFailure] - c[counters.PoolFailureTimeout]
-	out.LateSends = c[counters.LateSends]
+	out.Overflow = c[record.PoolOverflow]
+	out.Sent = all - out.Overflow - c[record.PoolConnectionFailure] - c[record.PoolFailureTimeout]
+	out.LateSends = c[record.LateSends]
 	if all+out.Unsent != out.Planned {
 		return out, fmt.Errorf("engine accounted for %d of %d planned requests (%d unsent)", all, out.Planned, out.Unsent)
 	}

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Output is everything one run of sortie-bench measured.
@@ -244,8 +244,8 @@ func fmtDur(d time.Duration) string {
 // errorCounters lists the non-2xx outcome classes of a counter map.
 func errorCounters(c map[string]uint64) string {
 	var parts []string
-	for _, k := range counters.Outcomes {
-		if k != counters.HTTP2xx && c[k] > 0 {
+	for _, k := range record.Outcomes {
+		if k != record.HTTP2xx && c[k] > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", strings.TrimPrefix(k, "benchmark."), c[k]))
 		}
 	}

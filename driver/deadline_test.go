@@ -16,9 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sortie-soak/sortie/driver/report"
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // scripted is a gRPC engine on loopback that behaves as told, for the
@@ -99,7 +98,7 @@ func serveScripted(t *testing.T, s *scripted) string {
 func wholeResult(req *enginev1.ExecuteRequest, n uint64, elapsed time.Duration, cancelled bool) *enginev1.Result {
 	return &enginev1.Result{
 		ExecutionId: req.GetExecutionId(), BackendName: "scripted",
-		Counters:  map[string]uint64{counters.HTTP2xx: n},
+		Counters:  map[string]uint64{record.HTTP2xx: n},
 		StartedAt: req.GetStartTime(), Elapsed: durationpb.New(elapsed), Cancelled: cancelled, Planned: n,
 	}
 }
@@ -131,7 +130,7 @@ func scriptOptions() Options {
 }
 
 // runScripted runs one execution on the scripted backends.
-func runScripted(t *testing.T, o Options, ctx context.Context, backends ...string) (report.Execution, string) {
+func runScripted(t *testing.T, o Options, ctx context.Context, backends ...string) (record.Execution, string) {
 	t.Helper()
 	ex := &execRun{label: "s/t", rate: 10, perBackend: true, duration: scriptDuration, timeout: scriptTimeout,
 		requests: map[string]*enginev1.ExecuteRequest{}, planned: map[string]uint64{}}
@@ -242,9 +241,9 @@ func TestDeadlineCases(t *testing.T) {
 			e, lines := runScripted(t, scriptOptions(), context.Background(), good, odd)
 			t.Logf("lines:\n%s", lines)
 			if e.Pass != tc.pass {
-				t.Errorf("pass = %v, want %v (failures %q)", e.Pass, tc.pass, e.Failures)
+				t.Errorf("pass = %v, want %v (failures %q)", e.Pass, tc.pass, e.FailureReasons)
 			}
-			if br, ok := backendOf(t, e, good); !ok || br.Counters[counters.HTTP2xx] != 3 || br.BackendName != "scripted" {
+			if br, ok := backendOf(t, e, good); !ok || br.Counters[record.HTTP2xx] != 3 || br.BackendName != "scripted" {
 				t.Errorf("the good backend's result %+v", br)
 			}
 			if _, ok := backendErrorOf(e, good); ok {
@@ -351,8 +350,8 @@ func TestUnreachableBackend(t *testing.T) {
 		t.Errorf("backend error %+v, want lost", be)
 	}
 	// Judged on what came back.
-	if len(e.Failures) != 1 {
-		t.Errorf("failures %q, want only the lost backend", e.Failures)
+	if len(e.FailureReasons) != 1 {
+		t.Errorf("failures %q, want only the lost backend", e.FailureReasons)
 	}
 }
 

@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/sortie-soak/sortie/driver/plan"
-	"github.com/sortie-soak/sortie/driver/report"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 )
 
 const usageTop = `Usage: sortie <command> [flags] PLAN
@@ -240,9 +240,9 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 			return cli.Usage(err)
 		}
 	}
-	var stream *report.StreamWriter
+	var stream *record.StreamWriter
 	if f.stream != "" {
-		if stream, err = report.OpenStream(f.stream); err != nil {
+		if stream, err = record.OpenStream(f.stream); err != nil {
 			return cli.Usage(err)
 		}
 		defer stream.Close()
@@ -263,12 +263,12 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 		errs = append(errs, runErr)
 	}
 	if f.output != "" {
-		if err := report.WriteFile(f.output, rep); err != nil {
+		if err := record.WriteReport(f.output, rep); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if f.json {
-		b, err := report.Marshal(rep)
+		b, err := record.Marshal(rep)
 		if err != nil {
 			errs = append(errs, err)
 		} else {
@@ -292,10 +292,10 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 
 // run runs every scenario and returns the report. Its error is only for a
 // results stream that could not be written; the run goes on regardless.
-func (r *runner) run(ctx context.Context, scenarios []*scenarioRun, stream *report.StreamWriter) (*report.Report, error) {
-	rep := &report.Report{Executions: []report.Execution{}}
+func (r *runner) run(ctx context.Context, scenarios []*scenarioRun, stream *record.StreamWriter) (*record.Report, error) {
+	rep := &record.Report{Executions: []record.Execution{}}
 	var streamErr error
-	finish := func(e report.Execution) {
+	finish := func(e record.Execution) {
 		rep.Executions = append(rep.Executions, e)
 		// On disk first: a PASS/FAIL line someone saw is in the stream.
 		if stream != nil {

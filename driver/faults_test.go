@@ -12,8 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sortie-soak/sortie/driver/report"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 const twoTargetPlan = `version: v1
@@ -32,14 +31,14 @@ scenarios:
 
 // assertWhole checks that a backend answered an execution with every
 // planned request a 2xx.
-func assertWhole(t *testing.T, e report.Execution, backend string, planned uint64) {
+func assertWhole(t *testing.T, e record.Execution, backend string, planned uint64) {
 	t.Helper()
 	br, ok := backendOf(t, e, backend)
 	if !ok {
 		t.Errorf("%s: no result from the surviving backend %s", e.Label, backend)
 		return
 	}
-	if br.Counters[counters.HTTP2xx] != planned || counters.Sum(br.Counters) != planned || br.Planned != planned || br.Cancelled {
+	if br.Counters[record.HTTP2xx] != planned || record.Sum(br.Counters) != planned || br.Planned != planned || br.Cancelled {
 		t.Errorf("%s on %s: %+v, want %d http_2xx of %d planned", e.Label, backend, br.Counters, planned, planned)
 	}
 	if _, bad := backendErrorOf(e, backend); bad {
@@ -203,7 +202,7 @@ func TestIntegrationDriverKilled(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "report.json")); err == nil {
 		t.Errorf("a killed driver left a report")
 	}
-	execs, bad, err := report.ReadStreamFile(stream)
+	execs, bad, err := record.ReadStreamFile(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +237,7 @@ func TestIntegrationDriverKilled(t *testing.T) {
 	if !bytes.HasPrefix(after, before) || after[len(before)] != '\n' {
 		t.Fatalf("the stream was not appended to after a newline closing the torn line")
 	}
-	execs2, bad2, _ := report.ReadStreamFile(stream)
+	execs2, bad2, _ := record.ReadStreamFile(stream)
 	if bad2 != 1 || len(execs2) != len(execs)+10 {
 		t.Errorf("after the second run: %d whole lines and %d bad, want %d and 1", len(execs2), bad2, len(execs)+10)
 	}
@@ -265,7 +264,7 @@ func TestIntegrationDriverSignal(t *testing.T) {
 	if code := p.wait(t, 30*time.Second); code != 1 {
 		t.Fatalf("exit %d, want 1\n%s", code, p.Stderr())
 	}
-	rep, err := report.ReadFile(out)
+	rep, err := record.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +272,7 @@ func TestIntegrationDriverSignal(t *testing.T) {
 		t.Errorf("report of an interrupted run: pass=%v cancelled=%v executions=%v", rep.Pass, rep.Cancelled, labelsOf(rep.Executions))
 	}
 	for _, e := range rep.Executions[:2] {
-		if len(e.Results) != 1 || !e.Results[0].Cancelled || e.Results[0].Counters[counters.HTTP2xx] == 0 {
+		if len(e.Results) != 1 || !e.Results[0].Cancelled || e.Results[0].Counters[record.HTTP2xx] == 0 {
 			t.Errorf("%s: what came back was not kept: %+v", e.Label, e.Results)
 		}
 	}
@@ -310,12 +309,12 @@ func TestIntegrationDriverStopped(t *testing.T) {
 	if code := p.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d, want 0\n%s", code, p.Stderr())
 	}
-	rep, err := report.ReadFile(out)
+	rep, err := record.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := rep.Executions[0]
-	if !e.Pass || len(e.BackendErrors) != 0 || len(e.Results) != 2 || e.Totals[counters.HTTP2xx] != 8 {
+	if !e.Pass || len(e.BackendErrors) != 0 || len(e.Results) != 2 || e.Totals[record.HTTP2xx] != 8 {
 		t.Errorf("after the driver resumed: %+v", e)
 	}
 	if strings.Contains(p.Stderr(), "silent") {

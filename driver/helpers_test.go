@@ -14,9 +14,9 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/sortie-soak/sortie/driver/report"
 	"github.com/sortie-soak/sortie/engine"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // testOptions are DefaultOptions shrunk to test scale: deadlines of a few
@@ -116,8 +116,8 @@ type result struct {
 	code           int
 	err            error
 	stdout, stderr string
-	report         *report.Report
-	stream         []report.Execution
+	report         *record.Report
+	stream         []record.Execution
 	streamBad      int
 }
 
@@ -133,17 +133,17 @@ func runDriver(t *testing.T, ctx context.Context, o Options, planPath string, ex
 	err := RunOptions(ctx, o, args, &stdout, &stderr)
 	res := result{code: cli.Code(err), err: err, stdout: stdout.String(), stderr: stderr.String()}
 	t.Logf("sortie %s: exit %d, err %v\nstderr:\n%s", strings.Join(args, " "), res.code, err, res.stderr)
-	if rep, rerr := report.ReadFile(out); rerr == nil {
+	if rep, rerr := record.ReadFile(out); rerr == nil {
 		res.report = rep
 	}
-	if execs, bad, serr := report.ReadStreamFile(stream); serr == nil {
+	if execs, bad, serr := record.ReadStreamFile(stream); serr == nil {
 		res.stream, res.streamBad = execs, bad
 	}
 	return res
 }
 
 // execution finds an execution of the report by label.
-func (r result) execution(t *testing.T, label string) report.Execution {
+func (r result) execution(t *testing.T, label string) record.Execution {
 	t.Helper()
 	if r.report == nil {
 		t.Fatalf("no report")
@@ -154,30 +154,30 @@ func (r result) execution(t *testing.T, label string) report.Execution {
 		}
 	}
 	t.Fatalf("no execution %q in the report", label)
-	return report.Execution{}
+	return record.Execution{}
 }
 
 // backendResult finds one backend's result in an execution.
-func backendOf(t *testing.T, e report.Execution, backend string) (report.BackendResult, bool) {
+func backendOf(t *testing.T, e record.Execution, backend string) (record.BackendResult, bool) {
 	t.Helper()
 	for _, br := range e.Results {
 		if br.Backend == backend {
 			return br, true
 		}
 	}
-	return report.BackendResult{}, false
+	return record.BackendResult{}, false
 }
 
-func backendErrorOf(e report.Execution, backend string) (report.BackendError, bool) {
+func backendErrorOf(e record.Execution, backend string) (record.BackendError, bool) {
 	for _, be := range e.BackendErrors {
 		if be.Backend == backend {
 			return be, true
 		}
 	}
-	return report.BackendError{}, false
+	return record.BackendError{}, false
 }
 
-func labelsOf(execs []report.Execution) []string {
+func labelsOf(execs []record.Execution) []string {
 	var s []string
 	for _, e := range execs {
 		s = append(s, e.Label)

@@ -9,9 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sortie-soak/sortie/driver/report"
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // lineWriter writes the run's stderr lines. Calls' goroutines print
@@ -63,9 +62,9 @@ func (l *lineWriter) progress(label, backend string, p *enginev1.Progress) {
 		el = el.Round(time.Millisecond)
 	}
 	fmt.Fprintf(&b, "  progress %s %s %v", label, backend, el)
-	fmt.Fprintf(&b, " 2xx=%d", p.GetCounters()[counters.HTTP2xx])
-	for _, k := range counters.Outcomes {
-		if k == counters.HTTP2xx {
+	fmt.Fprintf(&b, " 2xx=%d", p.GetCounters()[record.HTTP2xx])
+	for _, k := range record.Outcomes {
+		if k == record.HTTP2xx {
 			continue
 		}
 		if v := p.GetCounters()[k]; v != 0 {
@@ -98,21 +97,21 @@ func shortCounter(k string) string {
 
 // finished prints the one line per finished execution:
 // "  PASS|FAIL|SKIP <label> (scenario <s>[, <elapsed>])[: reason]".
-func (l *lineWriter) finished(e report.Execution) {
+func (l *lineWriter) finished(e record.Execution) {
 	switch {
 	case e.NotRun:
 		l.printf("  SKIP %s (scenario %s): %s", e.Label, e.Scenario, e.Error)
 	case e.Pass:
 		l.printf("  PASS %s (scenario %s, %v)", e.Label, e.Scenario, time.Duration(e.ElapsedMs)*time.Millisecond)
 	default:
-		l.printf("  FAIL %s (scenario %s, %v): %s", e.Label, e.Scenario, time.Duration(e.ElapsedMs)*time.Millisecond, strings.Join(e.Failures, "; "))
+		l.printf("  FAIL %s (scenario %s, %v): %s", e.Label, e.Scenario, time.Duration(e.ElapsedMs)*time.Millisecond, strings.Join(e.FailureReasons, "; "))
 	}
 }
 
 // tally counts the executions for the final line.
 type tally struct{ passed, run, notRun int }
 
-func count(execs []report.Execution) tally {
+func count(execs []record.Execution) tally {
 	var t tally
 	for _, e := range execs {
 		switch {
@@ -130,7 +129,7 @@ func count(execs []report.Execution) tally {
 
 // finalLine is "PASS|FAIL  N/M executions passed[, K not run]": M counts
 // the executions that were started, K those that never were.
-func finalLine(rep *report.Report) string {
+func finalLine(rep *record.Report) string {
 	t := count(rep.Executions)
 	verdict := "FAIL"
 	if rep.Pass {
@@ -148,7 +147,7 @@ func finalLine(rep *report.Report) string {
 
 // writeSummary writes the text summary of a run: a block per execution
 // and the final line.
-func writeSummary(w io.Writer, rep *report.Report) {
+func writeSummary(w io.Writer, rep *record.Report) {
 	for _, e := range rep.Executions {
 		writeExecution(w, e)
 		fmt.Fprintln(w)
@@ -158,7 +157,7 @@ func writeSummary(w io.Writer, rep *report.Report) {
 
 const indent = "       "
 
-func writeExecution(w io.Writer, e report.Execution) {
+func writeExecution(w io.Writer, e record.Execution) {
 	verdict := "FAIL"
 	switch {
 	case e.NotRun:
@@ -204,7 +203,7 @@ func writeExecution(w io.Writer, e report.Execution) {
 }
 
 // resultText is one backend's counters and its 2xx latency.
-func resultText(br report.BackendResult) string {
+func resultText(br record.BackendResult) string {
 	var parts []string
 	if br.Planned > 0 {
 		parts = append(parts, fmt.Sprintf("planned %d", br.Planned))
@@ -223,7 +222,7 @@ func resultText(br report.BackendResult) string {
 	if len(br.Counters) == 0 {
 		parts = append(parts, "no outcomes")
 	}
-	if s, ok := br.Statistics[counters.Latency2xx]; ok && s.Count > 0 {
+	if s, ok := br.Statistics[record.Latency2xx]; ok && s.Count > 0 {
 		parts = append(parts, fmt.Sprintf("latency_2xx p50 %v p99 %v max %v",
 			roundLatency(time.Duration(s.P50)), roundLatency(time.Duration(s.P99)), roundLatency(time.Duration(s.Max))))
 	}

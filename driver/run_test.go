@@ -10,8 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sortie-soak/sortie/driver/report"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 const cleanPlan = `version: v1
@@ -61,13 +60,13 @@ func TestIntegrationCleanTwoEngines(t *testing.T) {
 		}
 		for _, br := range e.Results {
 			// 5 rps for 2 s on each backend, exactly.
-			if br.Counters[counters.HTTP2xx] != 10 || counters.Sum(br.Counters) != 10 || br.Planned != 10 {
+			if br.Counters[record.HTTP2xx] != 10 || record.Sum(br.Counters) != 10 || br.Planned != 10 {
 				t.Errorf("%s on %s: counters %v planned %d, want exactly 10 http_2xx of 10 planned", label, br.Backend, br.Counters, br.Planned)
 			}
 			if br.BackendName != names[br.Backend] {
 				t.Errorf("%s on %s: backend_name %q, want %q", label, br.Backend, br.BackendName, names[br.Backend])
 			}
-			st, ok := br.Statistics[counters.Latency2xx]
+			st, ok := br.Statistics[record.Latency2xx]
 			if !ok || st.Count != 10 || st.Unit != "ns" || st.P999 < st.P50 || st.Max < st.Min {
 				t.Errorf("%s on %s: latency statistic %+v", label, br.Backend, st)
 			}
@@ -75,7 +74,7 @@ func TestIntegrationCleanTwoEngines(t *testing.T) {
 				t.Errorf("%s on %s: started_at %q elapsed %d", label, br.Backend, br.StartedAt, br.ElapsedMs)
 			}
 		}
-		if e.Totals[counters.HTTP2xx] != 20 {
+		if e.Totals[record.HTTP2xx] != 20 {
 			t.Errorf("%s totals %v, want 20 http_2xx", label, e.Totals)
 		}
 		// One pool threshold each for counter and rate, and the statistic
@@ -163,7 +162,7 @@ func TestIntegrationRampAndStaircase(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: no result from %s", label, backend)
 			}
-			if br.Counters[counters.HTTP2xx] != n || counters.Sum(br.Counters) != n || br.Planned != n {
+			if br.Counters[record.HTTP2xx] != n || record.Sum(br.Counters) != n || br.Planned != n {
 				t.Errorf("%s on %s: counters %v planned %d, want exactly %d", label, backend, br.Counters, br.Planned, n)
 			}
 		}
@@ -175,7 +174,7 @@ func TestIntegrationRampAndStaircase(t *testing.T) {
 		t.Errorf("target served %d, want %d", got, want)
 	}
 	// --json: stdout is the report and nothing else.
-	rep, err := report.ReadReport(strings.NewReader(res.stdout))
+	rep, err := record.ReadReport(strings.NewReader(res.stdout))
 	if err != nil {
 		t.Fatalf("stdout is not a report: %v\n%s", err, res.stdout)
 	}
@@ -233,7 +232,7 @@ func TestIntegrationCapRefusal(t *testing.T) {
 	}
 	refusers := map[string]bool{}
 	for _, e := range rep.Executions[:2] {
-		if e.Pass || e.NotRun || e.Refused != report.RefusedExecutionCap {
+		if e.Pass || e.NotRun || e.Refused != record.RefusedExecutionCap {
 			t.Errorf("%s: pass=%v not_run=%v refused=%q, want a refused failure", e.Label, e.Pass, e.NotRun, e.Refused)
 		}
 		if !strings.Contains(e.Error, "cap of 1 concurrent executions") || !strings.Contains(e.Error, "starts 2 at once") ||
@@ -241,7 +240,7 @@ func TestIntegrationCapRefusal(t *testing.T) {
 			t.Errorf("%s: error does not name the cap and the need: %s", e.Label, e.Error)
 		}
 		for _, be := range e.BackendErrors {
-			if be.Refused != report.RefusedExecutionCap || !strings.Contains(be.Error, "cap of 1") {
+			if be.Refused != record.RefusedExecutionCap || !strings.Contains(be.Error, "cap of 1") {
 				t.Errorf("%s: backend error %+v", e.Label, be)
 			}
 			refusers[be.Backend] = true
@@ -331,7 +330,7 @@ func TestIntegrationDriverFrozen(t *testing.T) {
 	if !e.Pass || len(e.BackendErrors) != 0 || len(e.Results) != 2 {
 		t.Fatalf("pass=%v backend errors %v results %d; want a pass with both answers", e.Pass, e.BackendErrors, len(e.Results))
 	}
-	if e.Totals[counters.HTTP2xx] != 8 {
+	if e.Totals[record.HTTP2xx] != 8 {
 		t.Errorf("totals %v, want 8 http_2xx", e.Totals)
 	}
 	if strings.Contains(res.stderr, "silent") {
@@ -389,7 +388,7 @@ func TestIntegrationInterrupt(t *testing.T) {
 		for _, br := range e.Results {
 			// What came back is whole: every planned request is an
 			// outcome or unsent.
-			if !br.Cancelled || br.Planned != 150 || counters.Sum(br.Counters)+br.Unsent != br.Planned || br.Counters[counters.HTTP2xx] == 0 {
+			if !br.Cancelled || br.Planned != 150 || record.Sum(br.Counters)+br.Unsent != br.Planned || br.Counters[record.HTTP2xx] == 0 {
 				t.Errorf("%s on %s: %+v", label, br.Backend, br)
 			}
 		}

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sortie-soak/sortie/driver/report"
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // baseExecution fills the fields every execution carries, run or not.
-func baseExecution(sc *scenarioRun, ex *execRun) report.Execution {
-	return report.Execution{
+func baseExecution(sc *scenarioRun, ex *execRun) record.Execution {
+	return record.Execution{
 		Label:      ex.label,
 		Scenario:   sc.name,
 		Pool:       sc.pool,
@@ -25,7 +25,7 @@ func baseExecution(sc *scenarioRun, ex *execRun) report.Execution {
 }
 
 // notRun is an execution that was never started.
-func notRun(sc *scenarioRun, ex *execRun, why string) report.Execution {
+func notRun(sc *scenarioRun, ex *execRun, why string) record.Execution {
 	e := baseExecution(sc, ex)
 	e.NotRun = true
 	e.Error = "not run: " + why
@@ -63,11 +63,11 @@ func (rf *refusal) executionError() string {
 }
 
 // backendError is the backend_errors entry of a refusing backend.
-func (rf *refusal) backendError(c *call) report.BackendError {
-	return report.BackendError{
+func (rf *refusal) backendError(c *call) record.BackendError {
+	return record.BackendError{
 		Backend: c.backend,
 		Error:   fmt.Sprintf("refused the start: the engine is at %s (%v)", rf.capText(), c.err),
-		Refused: report.RefusedExecutionCap,
+		Refused: record.RefusedExecutionCap,
 	}
 }
 
@@ -78,9 +78,9 @@ func (rf *refusal) notRunAfter(stage string) string {
 }
 
 // verdict builds the report entry of one execution of a finished stage.
-func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *refusal) report.Execution {
+func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *refusal) record.Execution {
 	e := baseExecution(sc, ex)
-	e.StartedAt = out.dispatched.UTC().Format(report.TimeFormat)
+	e.StartedAt = out.dispatched.UTC().Format(record.TimeFormat)
 	ended := out.dispatched
 	var failures []string
 	fail := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
@@ -107,7 +107,7 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 			fail("backend %s: %s", be.Backend, be.Error)
 		}
 	}
-	e.EndedAt = ended.UTC().Format(report.TimeFormat)
+	e.EndedAt = ended.UTC().Format(record.TimeFormat)
 	e.ElapsedMs = ended.Sub(out.dispatched).Milliseconds()
 	if len(totals) > 0 {
 		e.Totals = totals
@@ -115,7 +115,7 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 
 	switch {
 	case rf != nil:
-		e.Refused = report.RefusedExecutionCap
+		e.Refused = record.RefusedExecutionCap
 		e.Error = rf.executionError()
 		failures = append([]string{e.Error}, failures...)
 	case interrupted(out.calls[ex]):
@@ -127,7 +127,7 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 		for _, t := range ex.thresholds {
 			if t.Pool() {
 				pass, actual := t.EvalPool(totals, longest)
-				e.Thresholds = append(e.Thresholds, report.Threshold{Expr: t.Expr, Scope: "pool", Pass: pass, Actual: actual})
+				e.Thresholds = append(e.Thresholds, record.Threshold{Expr: t.Expr, Scope: "pool", Pass: pass, Actual: actual})
 				if !pass {
 					fail("threshold %s failed on the pool: actual %s", t.Expr, actual)
 				}
@@ -135,22 +135,23 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 			}
 			for _, br := range e.Results {
 				pass, actual := t.EvalBackend(br.Statistics)
-				e.Thresholds = append(e.Thresholds, report.Threshold{Expr: t.Expr, Scope: br.Backend, Pass: pass, Actual: actual})
+				e.Thresholds = append(e.Thresholds, record.Threshold{Expr: t.Expr, Scope: br.Backend, Pass: pass, Actual: actual})
 				if !pass {
 					fail("threshold %s failed on backend %s: actual %s", t.Expr, br.Backend, actual)
 				}
 			}
 		}
 	}
-	e.Failures = failures
+	e.FailureReasons = failures
+	e.Failures = record.FailuresOf(e.Results)
 	e.Pass = len(failures) == 0
 	return e
 }
 
 // backendError says how a backend failed an execution, if it did.
-func (r *runner) backendError(c *call, rf *refusal) (report.BackendError, bool) {
+func (r *runner) backendError(c *call, rf *refusal) (record.BackendError, bool) {
 	o := r.opts
-	be := report.BackendError{Backend: c.backend}
+	be := record.BackendError{Backend: c.backend}
 	switch c.state {
 	case refused:
 		if rf == nil {
@@ -165,7 +166,7 @@ func (r *runner) backendError(c *call, rf *refusal) (report.BackendError, bool) 
 		return be, true
 	case silent:
 		be.Error = fmt.Sprintf("silent: no answer within %v of its deadline (%s): not in the answer window, nor after the cancel; the engine is silent (frozen or partitioned)",
-			o.AnswerWindow+o.CancelWait, c.deadline.UTC().Format(report.TimeFormat))
+			o.AnswerWindow+o.CancelWait, c.deadline.UTC().Format(record.TimeFormat))
 		switch c.cancelWhy {
 		case cancelRefusal:
 			be.Error = fmt.Sprintf("silent: no answer within %v of the cancel that stopped its refused stage; the engine is silent (frozen or partitioned)", o.CancelWait)
@@ -177,7 +178,7 @@ func (r *runner) backendError(c *call, rf *refusal) (report.BackendError, bool) 
 		var why []string
 		if c.cancelWhy == cancelDeadline {
 			why = append(why, fmt.Sprintf("it missed its deadline (%s) and was cancelled; it answered with what it had",
-				c.deadline.UTC().Format(report.TimeFormat)))
+				c.deadline.UTC().Format(record.TimeFormat)))
 		}
 		limit := c.ex.duration + c.ex.timeout + o.Drain
 		if el := c.result.GetElapsed().AsDuration(); el > limit {
@@ -197,9 +198,9 @@ func (r *runner) backendError(c *call, rf *refusal) (report.BackendError, bool) 
 }
 
 // backendResult copies an engine's Result into the report.
-func backendResult(c *call) report.BackendResult {
+func backendResult(c *call) record.BackendResult {
 	res := c.result
-	br := report.BackendResult{
+	br := record.BackendResult{
 		Backend:     c.backend,
 		BackendName: c.backendName,
 		ElapsedMs:   res.GetElapsed().AsDuration().Milliseconds(),
@@ -212,7 +213,7 @@ func backendResult(c *call) report.BackendResult {
 		br.Planned = c.ex.planned[c.backend]
 	}
 	if ts := res.GetStartedAt(); ts != nil && ts.IsValid() {
-		br.StartedAt = ts.AsTime().UTC().Format(report.TimeFormat)
+		br.StartedAt = ts.AsTime().UTC().Format(record.TimeFormat)
 	}
 	for k, v := range res.GetCounters() {
 		// An engine may send zero counters; the report omits them, as an
@@ -223,15 +224,15 @@ func backendResult(c *call) report.BackendResult {
 	}
 	for _, s := range res.GetStatistics() {
 		if br.Statistics == nil {
-			br.Statistics = map[string]report.Statistic{}
+			br.Statistics = map[string]record.Statistic{}
 		}
 		br.Statistics[s.GetId()] = statistic(s)
 	}
 	return br
 }
 
-func statistic(s *enginev1.Statistic) report.Statistic {
-	return report.Statistic{
+func statistic(s *enginev1.Statistic) record.Statistic {
+	return record.Statistic{
 		Count:  s.GetCount(),
 		Unit:   s.GetUnit(),
 		Mean:   s.GetMean(),

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // fastServer answers every request with a fixed response, allocating
@@ -63,7 +63,7 @@ func BenchmarkWorker(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 	res := x.result("")
-	if got := res.GetCounters()[counters.HTTP2xx]; got != uint64(b.N) {
+	if got := res.GetCounters()[record.HTTP2xx]; got != uint64(b.N) {
 		b.Fatalf("2xx %d of %d: %v", got, b.N, res.GetCounters())
 	}
 }
@@ -99,7 +99,7 @@ func BenchmarkExecuteGRPC(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if got := res.GetCounters()[counters.HTTP2xx]; got != uint64(b.N) {
+	if got := res.GetCounters()[record.HTTP2xx]; got != uint64(b.N) {
 		b.Fatalf("2xx %d of %d", got, b.N)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 func okServer(t testing.TB) *httptest.Server {
@@ -69,7 +69,7 @@ func TestExactCounts(t *testing.T) {
 		r := req("workers", srv.URL, 10, 2*time.Second)
 		r.Workers = 2
 		res := te.execute(t, r).mustResult(t)
-		wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 40})
+		wantCounters(t, res, map[string]uint64{record.HTTP2xx: 40})
 		if res.GetPlanned() != 40 {
 			t.Errorf("planned %d, want 40", res.GetPlanned())
 		}
@@ -79,7 +79,7 @@ func TestExactCounts(t *testing.T) {
 		r := req("ramp", srv.URL, 20, 2*time.Second)
 		r.Ramp = durationpb.New(time.Second)
 		res := te.execute(t, r).mustResult(t)
-		wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 30})
+		wantCounters(t, res, map[string]uint64{record.HTTP2xx: 30})
 		if res.GetPlanned() != 30 {
 			t.Errorf("planned %d, want 10 + 20", res.GetPlanned())
 		}
@@ -106,7 +106,7 @@ func TestStartTimeIsExact(t *testing.T) {
 		if !res.GetStartedAt().AsTime().Equal(start) {
 			t.Errorf("engine %d: started_at %v, want %v", i, res.GetStartedAt().AsTime(), start)
 		}
-		wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 3})
+		wantCounters(t, res, map[string]uint64{record.HTTP2xx: 3})
 	}
 }
 
@@ -162,14 +162,14 @@ func TestCancelReturnsCounters(t *testing.T) {
 	if !res.GetCancelled() || res.GetPlanned() != 400 {
 		t.Errorf("cancelled %v planned %d, want true and the full plan 400", res.GetCancelled(), res.GetPlanned())
 	}
-	sent := res.GetCounters()[counters.HTTP2xx]
+	sent := res.GetCounters()[record.HTTP2xx]
 	if sent == 0 || sent >= 400 || sent+res.GetUnsent() != 400 {
 		t.Errorf("2xx %d + unsent %d, want some sent and the rest unsent", sent, res.GetUnsent())
 	}
 	// Progress snapshots are cumulative and summaries only.
 	var prev uint64
 	for _, p := range got.progress {
-		n := p.GetCounters()[counters.HTTP2xx]
+		n := p.GetCounters()[record.HTTP2xx]
 		if n < prev || p.GetLatencyCount() != n {
 			t.Errorf("progress %v after %d", p, prev)
 		}
@@ -198,7 +198,7 @@ func TestCancelBeforeStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := (<-ch).mustResult(t)
-	if res.GetUnsent() != 10 || counters.Sum(res.GetCounters()) != 0 || res.GetElapsed().AsDuration() != 0 {
+	if res.GetUnsent() != 10 || record.Sum(res.GetCounters()) != 0 || res.GetElapsed().AsDuration() != 0 {
 		t.Errorf("result %v, want all 10 unsent, no outcome, no elapsed", res)
 	}
 }
@@ -222,7 +222,7 @@ func TestStopWhileRunning(t *testing.T) {
 	}
 	// Requests in flight when Stop came got their drain and answered.
 	c := res.GetCounters()
-	if c[counters.HTTP2xx] == 0 || c[counters.InflightLost] != 0 || c[counters.StreamResets] != 0 {
+	if c[record.HTTP2xx] == 0 || c[record.InflightLost] != 0 || c[record.StreamResets] != 0 {
 		t.Errorf("counters %v, want answers and nothing lost", c)
 	}
 	if err := <-stopped; err != nil {
@@ -282,7 +282,7 @@ func TestStopDeadlineAbortsInFlight(t *testing.T) {
 	}
 	res := (<-ch).mustResult(t)
 	c := res.GetCounters()
-	if c[counters.StreamResetsPrefix+counters.ReasonLocalReset] == 0 || c[counters.StreamResets] != c[counters.StreamResetsPrefix+counters.ReasonLocalReset] {
+	if c[record.StreamResetsPrefix+record.ReasonLocalReset] == 0 || c[record.StreamResets] != c[record.StreamResetsPrefix+record.ReasonLocalReset] {
 		t.Errorf("counters %v, want every in-flight request a local reset", c)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // runDirect runs one execution without the gRPC layer, so that a test can
@@ -54,13 +54,13 @@ func TestDeferredResponses(t *testing.T) {
 		// pacer's wakes at 1 and 2 s, the last for its drain.
 		x := runDirect(t, req("deferred", srv.URL, 1, 3*time.Second))
 		res := x.result("")
-		wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 3})
+		wantCounters(t, res, map[string]uint64{record.HTTP2xx: 3})
 		if got := x.workers[0].collected; got < 2 {
 			t.Errorf("the pacer collected %d responses, want at least 2", got)
 		}
 		// Measured at collection, the first two latencies would be about
 		// a second (the pacer's period); the margin to that is wide.
-		lat := statsByID(res)[counters.LatencyPrefix+"2xx"]
+		lat := statsByID(res)[record.LatencyPrefix+"2xx"]
 		if max := time.Duration(lat.GetMax()); max < answerAfter || max > 500*time.Millisecond {
 			t.Errorf("latency max %v, want about %v (the answer's delay)", max, answerAfter)
 		}
@@ -71,8 +71,8 @@ func TestDeferredResponses(t *testing.T) {
 		// 50 ms later; they then wake the engine themselves.
 		x := runDirect(t, req("slow", srv.URL, 20, time.Second))
 		res := x.result("")
-		wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 20})
-		lat := statsByID(res)[counters.LatencyPrefix+"2xx"]
+		wantCounters(t, res, map[string]uint64{record.HTTP2xx: 20})
+		lat := statsByID(res)[record.LatencyPrefix+"2xx"]
 		if max := time.Duration(lat.GetMax()); max < answerAfter || max > 500*time.Millisecond {
 			t.Errorf("latency max %v, want about %v (the answer's delay)", max, answerAfter)
 		}
@@ -86,8 +86,8 @@ func TestDeferredResponses(t *testing.T) {
 		r.Connections, r.MaxPendingRequests = 1, 1
 		x := runDirect(t, r)
 		got := x.result("").GetCounters()
-		if got[counters.HTTP2xx] == 0 || got[counters.PoolOverflow] == 0 || got[counters.HTTP2xx]+got[counters.PoolOverflow] != 30 {
-			t.Errorf("2xx %d + overflow %d, want 30 with both above 0 (all: %v)", got[counters.HTTP2xx], got[counters.PoolOverflow], got)
+		if got[record.HTTP2xx] == 0 || got[record.PoolOverflow] == 0 || got[record.HTTP2xx]+got[record.PoolOverflow] != 30 {
+			t.Errorf("2xx %d + overflow %d, want 30 with both above 0 (all: %v)", got[record.HTTP2xx], got[record.PoolOverflow], got)
 		}
 	})
 	t.Run("large body", func(t *testing.T) {
@@ -100,14 +100,14 @@ func TestDeferredResponses(t *testing.T) {
 		}))
 		t.Cleanup(big.Close)
 		x := runDirect(t, req("big", big.URL, 5, time.Second))
-		wantCounters(t, x.result(""), map[string]uint64{counters.HTTP2xx: 5})
+		wantCounters(t, x.result(""), map[string]uint64{record.HTTP2xx: 5})
 	})
 	t.Run("closed loop", func(t *testing.T) {
 		t.Parallel()
 		r := req("waits", srv.URL, 2, time.Second)
 		r.OpenLoop = false
 		x := runDirect(t, r)
-		wantCounters(t, x.result(""), map[string]uint64{counters.HTTP2xx: 2})
+		wantCounters(t, x.result(""), map[string]uint64{record.HTTP2xx: 2})
 		if got := x.workers[0].collected; got != 0 {
 			t.Errorf("a closed-loop worker deferred %d responses, want none", got)
 		}

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // execution is one running ExecuteRequest: its workers, and what cancels
@@ -152,13 +152,13 @@ func (x *execution) result(backendName string) *enginev1.Result {
 		if h == nil || (class != 1 && h.TotalCount() == 0) {
 			continue
 		}
-		id := counters.LatencyPrefix + string(rune('1'+class)) + "xx"
+		id := record.LatencyPrefix + string(rune('1'+class)) + "xx"
 		r.Statistics = append(r.Statistics, statistic(id, h))
 	}
 	r.Statistics = append(r.Statistics,
-		statistic(counters.RequestToResponse, merge(func(s *workerStats) *hdrhistogram.Histogram { return s.r2r })),
-		statistic(counters.QueueToConnect, merge(func(s *workerStats) *hdrhistogram.Histogram { return s.q2c })),
-		statistic(counters.SendLateness, merge(func(s *workerStats) *hdrhistogram.Histogram { return s.lateness })),
+		statistic(record.RequestToResponse, merge(func(s *workerStats) *hdrhistogram.Histogram { return s.r2r })),
+		statistic(record.QueueToConnect, merge(func(s *workerStats) *hdrhistogram.Histogram { return s.q2c })),
+		statistic(record.SendLateness, merge(func(s *workerStats) *hdrhistogram.Histogram { return s.lateness })),
 	)
 	return r
 }

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // testEngine is an engine served on 127.0.0.1:0 with a client.
@@ -134,39 +134,39 @@ func (r run) mustResult(t testing.TB) *enginev1.Result {
 func checkAccounting(t testing.TB, res *enginev1.Result) {
 	t.Helper()
 	c := res.GetCounters()
-	if sum := counters.Sum(c); sum+res.GetUnsent() != res.GetPlanned() {
+	if sum := record.Sum(c); sum+res.GetUnsent() != res.GetPlanned() {
 		t.Errorf("conservation: planned %d != outcomes %d + unsent %d; counters %v", res.GetPlanned(), sum, res.GetUnsent(), c)
 	}
 	if res.GetCancelled() != (res.GetUnsent() > 0) {
 		t.Errorf("cancelled = %v with %d unsent", res.GetCancelled(), res.GetUnsent())
 	}
-	resets := c[counters.StreamResets]
-	if phases := c[counters.ResetsBeforeHeaders] + c[counters.ResetsIncompleteBody]; phases != resets {
+	resets := c[record.StreamResets]
+	if phases := c[record.ResetsBeforeHeaders] + c[record.ResetsIncompleteBody]; phases != resets {
 		t.Errorf("resets %d != phases %d; counters %v", resets, phases, c)
 	}
 	var reasons uint64
-	for _, r := range []string{counters.ReasonConnectionTermination, counters.ReasonRemoteReset, counters.ReasonProtocolError, counters.ReasonLocalReset, counters.ReasonOverflow} {
-		reasons += c[counters.StreamResetsPrefix+r]
+	for _, r := range []string{record.ReasonConnectionTermination, record.ReasonRemoteReset, record.ReasonProtocolError, record.ReasonLocalReset, record.ReasonOverflow} {
+		reasons += c[record.StreamResetsPrefix+r]
 	}
 	if reasons != resets {
 		t.Errorf("resets %d != reasons %d; counters %v", resets, reasons, c)
 	}
-	if cf := c[counters.PoolFailureLocal] + c[counters.PoolFailureRemote]; cf != c[counters.PoolConnectionFailure] {
-		t.Errorf("connection failures %d != local + remote %d", c[counters.PoolConnectionFailure], cf)
+	if cf := c[record.PoolFailureLocal] + c[record.PoolFailureRemote]; cf != c[record.PoolConnectionFailure] {
+		t.Errorf("connection failures %d != local + remote %d", c[record.PoolConnectionFailure], cf)
 	}
 	stats := statsByID(res)
-	lat := stats[counters.Latency2xx]
+	lat := stats[record.Latency2xx]
 	if lat == nil {
-		t.Errorf("no %s statistic", counters.Latency2xx)
-	} else if lat.GetCount() != c[counters.HTTP2xx] {
-		t.Errorf("%s count %d != http_2xx %d", counters.Latency2xx, lat.GetCount(), c[counters.HTTP2xx])
+		t.Errorf("no %s statistic", record.Latency2xx)
+	} else if lat.GetCount() != c[record.HTTP2xx] {
+		t.Errorf("%s count %d != http_2xx %d", record.Latency2xx, lat.GetCount(), c[record.HTTP2xx])
 	}
 	var responses uint64
-	for _, k := range []string{counters.HTTP1xx, counters.HTTP2xx, counters.HTTP3xx, counters.HTTP4xx, counters.HTTP5xx} {
+	for _, k := range []string{record.HTTP1xx, record.HTTP2xx, record.HTTP3xx, record.HTTP4xx, record.HTTP5xx} {
 		responses += c[k]
 	}
-	if r2r := stats[counters.RequestToResponse]; r2r == nil || r2r.GetCount() != responses {
-		t.Errorf("%s = %v, want count %d", counters.RequestToResponse, r2r, responses)
+	if r2r := stats[record.RequestToResponse]; r2r == nil || r2r.GetCount() != responses {
+		t.Errorf("%s = %v, want count %d", record.RequestToResponse, r2r, responses)
 	}
 	for _, st := range res.GetStatistics() {
 		if st.GetUnit() != "ns" {
@@ -193,7 +193,7 @@ func wantCounters(t testing.TB, res *enginev1.Result, want map[string]uint64) {
 	t.Helper()
 	got := map[string]uint64{}
 	for k, v := range res.GetCounters() {
-		if k != counters.LateSends {
+		if k != record.LateSends {
 			got[k] = v
 		}
 	}

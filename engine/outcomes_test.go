@@ -15,7 +15,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Each test below makes a real loopback server behave one way and checks
@@ -34,10 +34,10 @@ func TestOutcomeStatusClasses(t *testing.T) {
 		code    int
 		counter string
 	}{
-		{200, counters.HTTP2xx},
-		{404, counters.HTTP4xx},
-		{503, counters.HTTP5xx},
-		{302, counters.HTTP3xx},
+		{200, record.HTTP2xx},
+		{404, record.HTTP4xx},
+		{503, record.HTTP5xx},
+		{302, record.HTTP3xx},
 	} {
 		t.Run(strconv.Itoa(c.code), func(t *testing.T) {
 			t.Parallel()
@@ -50,7 +50,7 @@ func TestOutcomeStatusClasses(t *testing.T) {
 				t.Errorf("backend name %q", res.GetBackendName())
 			}
 			if c.code != 200 {
-				id := counters.LatencyPrefix + strconv.Itoa(c.code/100) + "xx"
+				id := record.LatencyPrefix + strconv.Itoa(c.code/100) + "xx"
 				if st := statsByID(res)[id]; st == nil || st.GetCount() != 10 {
 					t.Errorf("%s = %v, want count 10", id, st)
 				}
@@ -70,8 +70,8 @@ func TestOutcomeConnectionRefused(t *testing.T) {
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("refused", "http://"+addr+"/", 20, 500*time.Millisecond)).mustResult(t)
 	wantCounters(t, res, map[string]uint64{
-		counters.PoolConnectionFailure: 10,
-		counters.PoolFailureRemote:     10,
+		record.PoolConnectionFailure: 10,
+		record.PoolFailureRemote:     10,
 	})
 }
 
@@ -81,8 +81,8 @@ func TestOutcomeLocalConnectionFailure(t *testing.T) {
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("local", "http://sortie-test.invalid:80/", 10, 300*time.Millisecond)).mustResult(t)
 	wantCounters(t, res, map[string]uint64{
-		counters.PoolConnectionFailure: 3,
-		counters.PoolFailureLocal:      3,
+		record.PoolConnectionFailure: 3,
+		record.PoolFailureLocal:      3,
 	})
 }
 
@@ -112,8 +112,8 @@ func TestOutcomeResetBeforeHeaders(t *testing.T) {
 		rst    bool
 		reason string
 	}{
-		{"fin", false, counters.ReasonConnectionTermination},
-		{"rst", true, counters.ReasonRemoteReset},
+		{"fin", false, record.ReasonConnectionTermination},
+		{"rst", true, record.ReasonRemoteReset},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -126,10 +126,10 @@ func TestOutcomeResetBeforeHeaders(t *testing.T) {
 			// Requests alternate: a fresh connection answers, the reused
 			// one is closed under the next request, which is never re-sent.
 			wantCounters(t, res, map[string]uint64{
-				counters.HTTP2xx:                       5,
-				counters.StreamResets:                  5,
-				counters.ResetsBeforeHeaders:           5,
-				counters.StreamResetsPrefix + c.reason: 5,
+				record.HTTP2xx:                       5,
+				record.StreamResets:                  5,
+				record.ResetsBeforeHeaders:           5,
+				record.StreamResetsPrefix + c.reason: 5,
 			})
 			if n := srv.conns.Load(); n != 5 {
 				t.Errorf("server saw %d connections, want 5", n)
@@ -149,9 +149,9 @@ func TestOutcomeIncompleteBody(t *testing.T) {
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("cut", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
 	wantCounters(t, res, map[string]uint64{
-		counters.StreamResets:         10,
-		counters.ResetsIncompleteBody: 10,
-		counters.StreamResetsPrefix + counters.ReasonConnectionTermination: 10,
+		record.StreamResets:         10,
+		record.ResetsIncompleteBody: 10,
+		record.StreamResetsPrefix + record.ReasonConnectionTermination: 10,
 	})
 }
 
@@ -166,9 +166,9 @@ func TestOutcomeProtocolError(t *testing.T) {
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("garbage", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
 	wantCounters(t, res, map[string]uint64{
-		counters.StreamResets:                                      10,
-		counters.ResetsBeforeHeaders:                               10,
-		counters.StreamResetsPrefix + counters.ReasonProtocolError: 10,
+		record.StreamResets:                                    10,
+		record.ResetsBeforeHeaders:                             10,
+		record.StreamResetsPrefix + record.ReasonProtocolError: 10,
 	})
 }
 
@@ -183,7 +183,7 @@ func TestOutcomeInflightLost(t *testing.T) {
 	r.Timeout = durationpb.New(300 * time.Millisecond)
 	run := te.execute(t, r)
 	res := run.mustResult(t)
-	wantCounters(t, res, map[string]uint64{counters.InflightLost: 5})
+	wantCounters(t, res, map[string]uint64{record.InflightLost: 5})
 	// The last outcome is the drain's end: after the last due time plus
 	// the timeout.
 	if el := res.GetElapsed().AsDuration(); el < 700*time.Millisecond {
@@ -212,8 +212,8 @@ func TestOutcomeOverflowWhenNotAccepting(t *testing.T) {
 	// Two on connections and one queued are lost at the drain's end;
 	// the other 17 found no room.
 	wantCounters(t, res, map[string]uint64{
-		counters.PoolOverflow: 17,
-		counters.InflightLost: 3,
+		record.PoolOverflow: 17,
+		record.InflightLost: 3,
 	})
 }
 
@@ -256,7 +256,7 @@ func TestBodiesAndKeepAlive(t *testing.T) {
 		r.Connections = 1
 		r.MaxPendingRequests = 10
 		res := te.execute(t, r).mustResult(t)
-		wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 10})
+		wantCounters(t, res, map[string]uint64{record.HTTP2xx: 10})
 		if n := conns.Load() - before; n != c.conns {
 			t.Errorf("%s: server saw %d connections, want %d", c.path, n, c.conns)
 		}
@@ -274,7 +274,7 @@ func TestHTTP10(t *testing.T) {
 	te := startEngine(t, Options{})
 	r := req("http10", srv.url(), 20, 500*time.Millisecond)
 	res := te.execute(t, r).mustResult(t)
-	wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 10})
+	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 10})
 	if n := srv.conns.Load(); n != 10 {
 		t.Errorf("server saw %d connections, want 10", n)
 	}
@@ -292,13 +292,13 @@ func TestClosedLoopWaitsInsteadOfOverflowing(t *testing.T) {
 	r.Connections = 1
 	r.MaxPendingRequests = 1
 	res := te.execute(t, r).mustResult(t)
-	wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 10})
+	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 10})
 	// One connection at 150 ms per request cannot keep 50 ms spacing: the
 	// worker waited, and says so.
-	if res.GetCounters()[counters.LateSends] == 0 {
+	if res.GetCounters()[record.LateSends] == 0 {
 		t.Errorf("no late sends counted in %v", res.GetCounters())
 	}
-	if st := statsByID(res)[counters.SendLateness]; st.GetCount() != 10 || st.GetMax() < int64(100*time.Millisecond) {
+	if st := statsByID(res)[record.SendLateness]; st.GetCount() != 10 || st.GetMax() < int64(100*time.Millisecond) {
 		t.Errorf("send_lateness = %v, want 10 sends, the latest over 100ms late", st)
 	}
 }
@@ -320,7 +320,7 @@ func TestIdleConnectionClosedEarlierIsReplaced(t *testing.T) {
 	t.Cleanup(srv.Close)
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("stale", srv.URL, 2, 2*time.Second)).mustResult(t)
-	wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 4})
+	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 4})
 	if n := conns.Load(); n != 4 {
 		t.Errorf("server saw %d connections, want 4 (each closed idle one replaced)", n)
 	}
@@ -355,11 +355,11 @@ func TestOutcomeConnectTimeout(t *testing.T) {
 	// How many handshakes the kernel completes into a queue of "0" is its
 	// own business (one, or two); each of those requests is written and
 	// lost at the drain's end, every other connect times out.
-	if lost := c[counters.InflightLost]; lost < 1 || lost > 2 || c[counters.PoolFailureTimeout] != 5-lost {
+	if lost := c[record.InflightLost]; lost < 1 || lost > 2 || c[record.PoolFailureTimeout] != 5-lost {
 		t.Errorf("counters %v, want 1-2 lost and the rest pool_failure_timeout", c)
 	}
 	wantCounters(t, res, map[string]uint64{
-		counters.InflightLost:       c[counters.InflightLost],
-		counters.PoolFailureTimeout: c[counters.PoolFailureTimeout],
+		record.InflightLost:       c[record.InflightLost],
+		record.PoolFailureTimeout: c[record.PoolFailureTimeout],
 	})
 }

@@ -25,7 +25,7 @@ import (
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/internal/cli"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 func TestTLS(t *testing.T) {
@@ -44,13 +44,13 @@ func TestTLS(t *testing.T) {
 	r.Connections = 1
 	r.MaxPendingRequests = 10
 	res := te.execute(t, r).mustResult(t)
-	wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 10})
+	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 10})
 
 	// Without the root the engine refuses the server's certificate: a
 	// local connection failure, never a request.
 	r = req("tls-unknown-ca", srv.URL, 20, 500*time.Millisecond)
 	res = te.execute(t, r).mustResult(t)
-	wantCounters(t, res, map[string]uint64{counters.PoolConnectionFailure: 10, counters.PoolFailureLocal: 10})
+	wantCounters(t, res, map[string]uint64{record.PoolConnectionFailure: 10, record.PoolFailureLocal: 10})
 }
 
 func TestStatsd(t *testing.T) {
@@ -82,7 +82,7 @@ func TestStatsd(t *testing.T) {
 		FlushInterval: durationpb.New(200 * time.Millisecond),
 	}
 	res := te.execute(t, r).mustResult(t)
-	wantCounters(t, res, map[string]uint64{counters.HTTP2xx: 20})
+	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 20})
 
 	const base = "sortie.mesh.svc-1.node_a_1.cluster.0."
 	var counted, timed, packets int
@@ -99,7 +99,7 @@ func TestStatsd(t *testing.T) {
 			t.Fatalf("malformed statsd line %q", l)
 		}
 		switch name {
-		case base + counters.HTTP2xx:
+		case base + record.HTTP2xx:
 			v, ok := strings.CutSuffix(value, "|c")
 			n, err := strconv.Atoi(v)
 			if !ok || err != nil || n <= 0 || n > 20 {
@@ -107,14 +107,14 @@ func TestStatsd(t *testing.T) {
 			}
 			counted += n
 			packets++
-		case base + counters.Latency2xx:
+		case base + record.Latency2xx:
 			v, ok := strings.CutSuffix(value, "|ms")
 			ms, err := strconv.ParseFloat(v, 64)
 			if !ok || err != nil || ms < 0 {
 				t.Fatalf("timer line %q, want a value in ms at sample rate 1", l)
 			}
 			timed++
-		case base + counters.LateSends:
+		case base + record.LateSends:
 			// Pacing accuracy depends on the machine; its name is checked.
 		default:
 			t.Fatalf("unexpected metric %q", l)
@@ -248,7 +248,7 @@ func TestIntegrationSIGTERM(t *testing.T) {
 	}
 	got := <-ch
 	res := got.mustResult(t)
-	if !res.GetCancelled() || res.GetBackendName() != "node-a" || res.GetCounters()[counters.HTTP2xx] == 0 {
+	if !res.GetCancelled() || res.GetBackendName() != "node-a" || res.GetCounters()[record.HTTP2xx] == 0 {
 		t.Errorf("result %v, want cancelled with counters", res)
 	}
 	select {

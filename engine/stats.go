@@ -8,7 +8,7 @@ import (
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // counterID indexes a worker's counters. Outcome classes come first.
@@ -39,25 +39,25 @@ const (
 
 // counterNames are the compatibility names of the counters.
 var counterNames = [numCounters]string{
-	cHTTP1xx:              counters.HTTP1xx,
-	cHTTP2xx:              counters.HTTP2xx,
-	cHTTP3xx:              counters.HTTP3xx,
-	cHTTP4xx:              counters.HTTP4xx,
-	cHTTP5xx:              counters.HTTP5xx,
-	cResets:               counters.StreamResets,
-	cConnFailure:          counters.PoolConnectionFailure,
-	cConnTimeout:          counters.PoolFailureTimeout,
-	cOverflow:             counters.PoolOverflow,
-	cInflightLost:         counters.InflightLost,
-	cConnLocal:            counters.PoolFailureLocal,
-	cConnRemote:           counters.PoolFailureRemote,
-	cResetsBeforeHeaders:  counters.ResetsBeforeHeaders,
-	cResetsIncompleteBody: counters.ResetsIncompleteBody,
-	cResetConnTermination: counters.StreamResetsPrefix + counters.ReasonConnectionTermination,
-	cResetRemote:          counters.StreamResetsPrefix + counters.ReasonRemoteReset,
-	cResetProtocol:        counters.StreamResetsPrefix + counters.ReasonProtocolError,
-	cResetLocal:           counters.StreamResetsPrefix + counters.ReasonLocalReset,
-	cLateSends:            counters.LateSends,
+	cHTTP1xx:              record.HTTP1xx,
+	cHTTP2xx:              record.HTTP2xx,
+	cHTTP3xx:              record.HTTP3xx,
+	cHTTP4xx:              record.HTTP4xx,
+	cHTTP5xx:              record.HTTP5xx,
+	cResets:               record.StreamResets,
+	cConnFailure:          record.PoolConnectionFailure,
+	cConnTimeout:          record.PoolFailureTimeout,
+	cOverflow:             record.PoolOverflow,
+	cInflightLost:         record.InflightLost,
+	cConnLocal:            record.PoolFailureLocal,
+	cConnRemote:           record.PoolFailureRemote,
+	cResetsBeforeHeaders:  record.ResetsBeforeHeaders,
+	cResetsIncompleteBody: record.ResetsIncompleteBody,
+	cResetConnTermination: record.StreamResetsPrefix + record.ReasonConnectionTermination,
+	cResetRemote:          record.StreamResetsPrefix + record.ReasonRemoteReset,
+	cResetProtocol:        record.StreamResetsPrefix + record.ReasonProtocolError,
+	cResetLocal:           record.StreamResetsPrefix + record.ReasonLocalReset,
+	cLateSends:            record.LateSends,
 }
 
 // counterSet is a snapshot of counters.
@@ -103,7 +103,7 @@ func newLatencyHist() *hdrhistogram.Histogram { return hdrhistogram.New(1000, hi
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, histMax, 2) }
 
-func record(h *hdrhistogram.Histogram, v int64) {
+func recordValue(h *hdrhistogram.Histogram, v int64) {
 	if v < 0 {
 		v = 0
 	} else if v > histMax {
@@ -180,9 +180,9 @@ func (s *workerStats) response(code int, latency, r2r, q2c int64) {
 		h = newLatencyHist()
 		s.latency[class] = h
 	}
-	record(h, latency)
-	record(s.r2r, r2r)
-	record(s.q2c, q2c)
+	recordValue(h, latency)
+	recordValue(s.r2r, r2r)
+	recordValue(s.q2c, q2c)
 	if class == 1 && s.window != nil {
 		s.window.add(latency)
 	}

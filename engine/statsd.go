@@ -7,7 +7,7 @@ import (
 
 	"github.com/cactus/go-statsd-client/v5/statsd"
 
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // statsdSink sends an execution's per-flush deltas to statsd: one counter
@@ -50,7 +50,7 @@ func newStatsdSink(x *execution) (*statsdSink, error) {
 		for c := range numCounters {
 			s.names[i][c] = base + counterNames[c]
 		}
-		s.timer[i] = base + counters.Latency2xx
+		s.timer[i] = base + record.Latency2xx
 	}
 	return s, nil
 }

@@ -253,7 +253,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // sent records how late the pacer handed over the request due at due.
 func (w *worker) sent(due int64) {
 	late := w.now() - due
-	record(w.stats.lateness, late)
+	recordValue(w.stats.lateness, late)
 	if late > int64(lateTolerance) {
 		w.stats.inc(cLateSends)
 	}

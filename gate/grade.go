@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sortie-soak/sortie/driver/report"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Verdict results.
@@ -402,9 +401,9 @@ func (g *grader) target(name string, share *Share, execs []Execution) (Target, b
 // nodeState is what one dispatched engine did for one execution.
 type nodeState struct {
 	addr     string
-	result   *report.BackendResult
-	lost     *report.BackendError
-	refused  *report.BackendError
+	result   *record.BackendResult
+	lost     *record.BackendError
+	refused  *record.BackendError
 	dispatch bool
 	dupes    int
 }
@@ -542,7 +541,7 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 		}
 		if r := ns.result; r != nil {
 			nd.Answered = true
-			c := r.Counters[counters.HTTP2xx]
+			c := r.Counters[record.HTTP2xx]
 			nd.HTTP2xx = c
 			total += c
 			nd.ElapsedMs = r.ElapsedMs
@@ -559,9 +558,9 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 			for _, f := range nd.Failures {
 				classes[f.Class] = append(classes[f.Class], classAt{nd.Node, f.Count})
 				switch f.Class {
-				case short(counters.PoolOverflow):
+				case short(record.PoolOverflow):
 					nr = append(nr, fmt.Sprintf("driver saturated: %d request(s) not sent [%s=%d]", f.Count, nd.Node, f.Count))
-				case short(counters.InflightLost):
+				case short(record.InflightLost):
 					nr = append(nr, fmt.Sprintf("in flight at the end: %d request(s) with no outcome [%s=%d]", f.Count, nd.Node, f.Count))
 				default:
 					nr = append(nr, fmt.Sprintf("%s=%d", f.Class, f.Count))
@@ -698,9 +697,9 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 		}
 		list := "[" + strings.Join(per, " ") + "]"
 		switch cl {
-		case short(counters.PoolOverflow):
+		case short(record.PoolOverflow):
 			saturated = fmt.Sprintf("driver saturated: %d request(s) not sent %s (pool_overflow: the engine's own client queue was full, so they never reached the target)", sum, list)
-		case short(counters.InflightLost):
+		case short(record.InflightLost):
 			inflight = fmt.Sprintf("in flight at the end: %d request(s) with no outcome %s (http_inflight_lost: sent or queued, neither answered nor reset when the run and its request timeout were over)", sum, list)
 		default:
 			mesh = append(mesh, fmt.Sprintf("%s=%d %s", cl, sum, list))
@@ -781,14 +780,14 @@ const refusalText = "refused a start because the engine is at"
 // refused says an execution was refused at an engine's execution cap: by
 // its mark, or, in a report from before the mark existed, by its words.
 func refused(e Execution) bool {
-	return e.Refused == report.RefusedExecutionCap || (e.Refused == "" && strings.Contains(e.Error, refusalText))
+	return e.Refused == record.RefusedExecutionCap || (e.Refused == "" && strings.Contains(e.Error, refusalText))
 }
 
 // refusedBy says a backend error is an engine's refusal, not a lost
 // backend. The engine's mark says so; in a report from before the mark
 // existed, every backend error of a refused execution was a refusal.
-func refusedBy(e Execution, be *report.BackendError) bool {
-	return be.Refused == report.RefusedExecutionCap || (e.Refused == "" && refused(e))
+func refusedBy(e Execution, be *record.BackendError) bool {
+	return be.Refused == record.RefusedExecutionCap || (e.Refused == "" && refused(e))
 }
 
 // pct is p percent of x.
@@ -815,8 +814,8 @@ func (l *Latency) worsen(o *Latency) {
 
 // latencyOf reads a result's 2xx latency statistic, in milliseconds; nil
 // when there is none or it is not in nanoseconds.
-func latencyOf(r *report.BackendResult) *Latency {
-	st, ok := r.Statistics[counters.Latency2xx]
+func latencyOf(r *record.BackendResult) *Latency {
+	st, ok := r.Statistics[record.Latency2xx]
 	if !ok || st.Unit != "ns" || st.Count == 0 {
 		return nil
 	}
@@ -840,30 +839,30 @@ func short(name string) string { return strings.TrimPrefix(name, "benchmark.") }
 // inZeroSet says whether a counter belongs to the zero-failure set.
 func inZeroSet(name string) bool {
 	switch name {
-	case counters.HTTP4xx, counters.HTTP5xx, counters.PoolConnectionFailure, counters.PoolOverflow, counters.InflightLost:
+	case record.HTTP4xx, record.HTTP5xx, record.PoolConnectionFailure, record.PoolOverflow, record.InflightLost:
 		return true
 	}
-	return strings.HasPrefix(name, counters.StreamResets) || strings.HasPrefix(name, "benchmark.pool_failure_")
+	return strings.HasPrefix(name, record.StreamResets) || strings.HasPrefix(name, "benchmark.pool_failure_")
 }
 
 // classRank orders the zero-failure classes the way they are listed.
 func classRank(cl string) int {
 	switch {
-	case cl == short(counters.HTTP4xx):
+	case cl == short(record.HTTP4xx):
 		return 0
-	case cl == short(counters.HTTP5xx):
+	case cl == short(record.HTTP5xx):
 		return 1
-	case cl == short(counters.StreamResets):
+	case cl == short(record.StreamResets):
 		return 2
-	case strings.HasPrefix(cl, short(counters.StreamResetsPrefix)):
+	case strings.HasPrefix(cl, short(record.StreamResetsPrefix)):
 		return 3
-	case cl == short(counters.PoolConnectionFailure):
+	case cl == short(record.PoolConnectionFailure):
 		return 4
 	case strings.HasPrefix(cl, "pool_failure_"):
 		return 5
-	case cl == short(counters.PoolOverflow):
+	case cl == short(record.PoolOverflow):
 		return 6
-	case cl == short(counters.InflightLost):
+	case cl == short(record.InflightLost):
 		return 7
 	}
 	return 8
@@ -967,7 +966,7 @@ func window(execs []Execution) Window {
 		if t.IsZero() {
 			return ""
 		}
-		return t.UTC().Format(report.TimeFormat)
+		return t.UTC().Format(record.TimeFormat)
 	}
 	w.Dispatched, w.Ended, w.EnginesFirst, w.EnginesLast = f(t0), f(t1), f(e0), f(e1)
 	return w

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/sortie-soak/sortie/driver/report"
+	"github.com/sortie-soak/sortie/record"
 )
 
 const (
@@ -16,16 +16,16 @@ const (
 )
 
 // result is a clean backend result with n 2xx over the given elapsed time.
-func result(addr string, n uint64, elapsedMs int64, more map[string]uint64) report.BackendResult {
+func result(addr string, n uint64, elapsedMs int64, more map[string]uint64) record.BackendResult {
 	c := map[string]uint64{"benchmark.http_2xx": n}
 	for k, v := range more {
 		c[k] = v
 	}
-	return report.BackendResult{Backend: addr, ElapsedMs: elapsedMs, StartedAt: "2026-05-01T08:00:00.300Z", Counters: c}
+	return record.BackendResult{Backend: addr, ElapsedMs: elapsedMs, StartedAt: "2026-05-01T08:00:00.300Z", Counters: c}
 }
 
 // execution is one ran execution of "s/<target>" on addrA and addrB.
-func execution(t *testing.T, target, rate string, durMs int64, results ...report.BackendResult) Execution {
+func execution(t *testing.T, target, rate string, durMs int64, results ...record.BackendResult) Execution {
 	t.Helper()
 	r, err := parseDecimal(rate)
 	if err != nil {
@@ -33,7 +33,7 @@ func execution(t *testing.T, target, rate string, durMs int64, results ...report
 	}
 	f, _ := r.Float64()
 	return Execution{
-		Execution: report.Execution{
+		Execution: record.Execution{
 			Label: "s/" + target, Scenario: "s", Rate: f, PerBackend: true, DurationMs: durMs,
 			ElapsedMs: durMs + 500, StartedAt: "2026-05-01T08:00:00.100Z", EndedAt: "2026-05-01T08:30:00.100Z",
 			Backends: []string{addrA, addrB}, Results: results,
@@ -237,9 +237,9 @@ func TestShares(t *testing.T) {
 
 func TestMaxP99(t *testing.T) {
 	slow := result(addrB, 1350, 150001, nil)
-	slow.Statistics = map[string]report.Statistic{"benchmark_http_client.latency_2xx": {Count: 1350, Unit: "ns", P50: 4e6, P99: 250e6, Max: 900e6}}
+	slow.Statistics = map[string]record.Statistic{"benchmark_http_client.latency_2xx": {Count: 1350, Unit: "ns", P50: 4e6, P99: 250e6, Max: 900e6}}
 	fast := result(addrA, 1350, 150001, nil)
-	fast.Statistics = map[string]report.Statistic{"benchmark_http_client.latency_2xx": {Count: 1350, Unit: "ns", P50: 1e6, P99: 3e6, Max: 9e6}}
+	fast.Statistics = map[string]record.Statistic{"benchmark_http_client.latency_2xx": {Count: 1350, Unit: "ns", P50: 1e6, P99: 3e6, Max: 9e6}}
 	e := execution(t, "a", "9", 150000, fast, slow)
 	for _, tc := range []struct {
 		max  time.Duration

@@ -13,13 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sortie-soak/sortie/driver/report"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Execution is one execution as the gate reads it: the report's fields plus
 // what the report's Go type cannot say.
 type Execution struct {
-	report.Execution
+	record.Execution
 	// rate is the planned rate exactly as written (nil when absent): a JSON
 	// number read as a float would turn 5.94 into a binary approximation,
 	// and the floor is exact arithmetic.
@@ -36,7 +36,7 @@ type Execution struct {
 // not read (the Nighthawk-era stack wrote objects there, this driver writes
 // words; the gate judges the counters, never that list).
 type wireExecution struct {
-	report.Execution
+	record.Execution
 	Rate     json.Number     `json:"rate"`
 	Failures json.RawMessage `json:"failures"`
 	Results  json.RawMessage `json:"results"`

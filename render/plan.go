@@ -12,7 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Profiles and their run lengths. e2e is the quarter-hour run a change is
@@ -45,13 +45,13 @@ const maxStallBudget = time.Hour
 // request of the run must be a 2xx, and these are every other way a request
 // can end except 1xx and 3xx, which a soak target never sends.
 var ZeroThresholds = []string{
-	counters.HTTP4xx,
-	counters.HTTP5xx,
-	counters.StreamResets,
-	counters.PoolConnectionFailure,
-	counters.PoolFailureTimeout,
-	counters.PoolOverflow,
-	counters.InflightLost,
+	record.HTTP4xx,
+	record.HTTP5xx,
+	record.StreamResets,
+	record.PoolConnectionFailure,
+	record.PoolFailureTimeout,
+	record.PoolOverflow,
+	record.InflightLost,
 }
 
 // Options are what a plan is rendered from. Start from DefaultOptions.
@@ -330,7 +330,7 @@ func (r *Rendered) plan(o Options) []byte {
 	for _, c := range ZeroThresholds {
 		p("      - %s\n", quote("counter:"+c+" == 0"))
 	}
-	p("      - %s\n", quote("rate:"+counters.HTTP2xx+" >= "+r.Floor))
+	p("      - %s\n", quote("rate:"+record.HTTP2xx+" >= "+r.Floor))
 	return []byte(b.String())
 }
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sortie-soak/sortie/driver/report"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Names of the files the saver writes into the run directory.
@@ -134,23 +134,23 @@ func writeJSON(dir, name string, v any) error {
 }
 
 // readReportFile reads a report saved in the run directory.
-func readReportFile(path string) (*report.Report, error) {
+func readReportFile(path string) (*record.Report, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return report.ReadReport(f)
+	return record.ReadReport(f)
 }
 
 // readStreamFile reads a results stream saved in the run directory.
-func readStreamFile(path string) ([]report.Execution, int, error) {
+func readStreamFile(path string) ([]record.Execution, int, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	return report.ReadStream(f)
+	return record.ReadStream(f)
 }
 
 // isPrefixFile reports whether the file at path starts with the whole
@@ -208,7 +208,7 @@ func sameFile(a, b string) bool {
 // A missing time is "-". The times come from the driver's clock (started_at,
 // ended_at) and each engine's (backend_started_at); they line a run up with
 // the rolls of a churn log.
-func TimesTSV(execs []report.Execution) []byte {
+func TimesTSV(execs []record.Execution) []byte {
 	var b bytes.Buffer
 	for _, e := range execs {
 		verdict := "fail"
@@ -260,7 +260,7 @@ type summary struct {
 
 // summarize counts executions and finds the window from the earliest
 // started_at to the latest ended_at ("?" for an end that no execution has).
-func summarize(execs []report.Execution) summary {
+func summarize(execs []record.Execution) summary {
 	s := summary{executions: len(execs)}
 	var first, last time.Time
 	var firstS, lastS string

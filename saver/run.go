@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/sortie-soak/sortie/driver/report"
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/internal/clock"
+	"github.com/sortie-soak/sortie/record"
 )
 
 const usageHead = `Usage: sortie-save --dir RUNDIR [flags]
@@ -211,12 +211,12 @@ func printTimes(path string, stdout io.Writer) error {
 
 // timesInput reads a whole report or, failing that, a results stream with
 // at least one execution.
-func timesInput(b []byte) ([]report.Execution, error) {
-	rep, rerr := report.ReadReport(bytes.NewReader(b))
+func timesInput(b []byte) ([]record.Execution, error) {
+	rep, rerr := record.ReadReport(bytes.NewReader(b))
 	if rerr == nil {
 		return rep.Executions, nil
 	}
-	execs, _, err := report.ReadStream(bytes.NewReader(b))
+	execs, _, err := record.ReadStream(bytes.NewReader(b))
 	if err == nil && len(execs) > 0 {
 		return execs, nil
 	}

@@ -34,8 +34,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/sortie-soak/sortie/driver/report"
 	"github.com/sortie-soak/sortie/internal/clock"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Job states, as the SORTIE_SAVED line names them.
@@ -484,7 +484,7 @@ func (s *saver) finish() (Result, error) {
 	dir := s.o.Dir
 	res := &s.res
 	reportPath := filepath.Join(dir, FileReport)
-	var rep *report.Report
+	var rep *record.Report
 	if res.Job != JobActive {
 		r, err := readReportFile(reportPath)
 		switch {
@@ -499,7 +499,7 @@ func (s *saver) finish() (Result, error) {
 		}
 	}
 	// The stream saved now, or one kept from an earlier save.
-	var streamExecs []report.Execution
+	var streamExecs []record.Execution
 	streamConfigured := s.o.Env.Stream != ""
 	if streamConfigured {
 		if execs, bad, err := readStreamFile(filepath.Join(dir, FileStream)); err == nil {

@@ -31,8 +31,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sortie-soak/sortie/driver/report"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Kind says what a threshold reads.
@@ -155,13 +154,13 @@ var (
 // name would read 0 for ever and pass on nothing, so it is refused.
 var knownCounters = func() map[string]bool {
 	m := map[string]bool{}
-	for _, c := range counters.Outcomes {
+	for _, c := range record.Outcomes {
 		m[c] = true
 	}
 	for _, c := range []string{
-		counters.PoolFailureLocal, counters.PoolFailureRemote,
-		counters.ResetsBeforeHeaders, counters.ResetsIncompleteBody,
-		counters.LateSends,
+		record.PoolFailureLocal, record.PoolFailureRemote,
+		record.ResetsBeforeHeaders, record.ResetsIncompleteBody,
+		record.LateSends,
 	} {
 		m[c] = true
 	}
@@ -173,7 +172,7 @@ func knownCounter(name string) bool {
 		return true
 	}
 	// benchmark.stream_resets_<reason>: reasons are open-ended.
-	reason, ok := strings.CutPrefix(name, counters.StreamResetsPrefix)
+	reason, ok := strings.CutPrefix(name, record.StreamResetsPrefix)
 	return ok && reasonName.MatchString(reason)
 }
 
@@ -345,7 +344,7 @@ func (t Threshold) EvalPool(totals map[string]uint64, elapsed time.Duration) (pa
 // without samples (unless the field is count), and a duration compared with
 // a statistic that is not one of durations. actual is the field's value in
 // the statistic's unit (nanoseconds for durations), in plain decimal.
-func (t Threshold) EvalBackend(stats map[string]report.Statistic) (pass bool, actual string) {
+func (t Threshold) EvalBackend(stats map[string]record.Statistic) (pass bool, actual string) {
 	if t.Kind != Statistic {
 		return false, fmt.Sprintf("%s threshold is judged on the pool, not per backend", t.Kind)
 	}

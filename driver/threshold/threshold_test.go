@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sortie-soak/sortie/driver/report"
+	"github.com/sortie-soak/sortie/record"
 )
 
 func TestParse(t *testing.T) {
@@ -129,7 +129,7 @@ func TestEvalPool(t *testing.T) {
 }
 
 func TestEvalBackend(t *testing.T) {
-	stats := map[string]report.Statistic{
+	stats := map[string]record.Statistic{
 		"benchmark_http_client.latency_2xx": {
 			Count: 2700, Unit: "ns", Mean: 2024726.5, Pstdev: 1543048, Min: 671936, Max: 79745023,
 			P50: 2045439, P90: 2230015, P99: 2555135, P999: 9028607,
@@ -223,6 +223,6 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) value %v", expr, th.Value)
 		}
 		th.EvalPool(map[string]uint64{th.Name: 7}, time.Second)
-		th.EvalBackend(map[string]report.Statistic{th.Name: {Count: 1, Unit: "ns"}})
+		th.EvalBackend(map[string]record.Statistic{th.Name: {Count: 1, Unit: "ns"}})
 	})
 }

@@ -34,10 +34,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	chart "github.com/sortie-soak/sortie/charts"
-	"github.com/sortie-soak/sortie/driver/report"
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/internal/clock"
 	"github.com/sortie-soak/sortie/internal/kube/kubetest"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // The fake cluster of the kickoff tests: release "soak" in namespace
@@ -556,7 +556,7 @@ func (fx *kfix) pvcFiles(profile string) {
 	if err != nil {
 		fx.t.Fatal(err)
 	}
-	var r report.Report
+	var r record.Report
 	if err := json.Unmarshal(rep, &r); err != nil {
 		fx.t.Fatal(err)
 	}

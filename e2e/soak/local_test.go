@@ -13,8 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sortie-soak/sortie/driver/report"
-	"github.com/sortie-soak/sortie/internal/counters"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // The end-to-end test of record: the real soak binary runs `soak local`
@@ -52,7 +51,7 @@ type localRun struct {
 	stdout string
 	stderr string
 	dir    string
-	report *report.Report
+	report *record.Report
 }
 
 func runSoakLocal(t *testing.T, args ...string) localRun {
@@ -74,7 +73,7 @@ func runSoakLocal(t *testing.T, args ...string) localRun {
 	} else if err != nil {
 		t.Fatalf("soak local: %v\n%s", err, stderr.String())
 	}
-	if rep, err := report.ReadFile(filepath.Join(r.dir, reportFile)); err == nil {
+	if rep, err := record.ReadFile(filepath.Join(r.dir, reportFile)); err == nil {
 		r.report = rep
 	}
 	t.Cleanup(func() {
@@ -129,7 +128,7 @@ func TestIntegrationLocalClean(t *testing.T) {
 	for target, want := range planned {
 		for _, node := range []string{"node-a", "node-b"} {
 			c := r.counts(t, target)[node]
-			if c[counters.HTTP2xx] != want || counters.Sum(c) != want {
+			if c[record.HTTP2xx] != want || record.Sum(c) != want {
 				t.Errorf("%s on %s: counters %v, want exactly %d http_2xx", target, node, c, want)
 			}
 		}
@@ -178,11 +177,11 @@ func TestIntegrationLocalTargetDown(t *testing.T) {
 	// 9 rps for 5 s: 45 requests are due in the window on each node, give
 	// or take the one whose due time straddles an edge.
 	for node, c := range r.counts(t, "svc-2") {
-		if n := c[counters.HTTP5xx]; n < 44 || n > 46 {
+		if n := c[record.HTTP5xx]; n < 44 || n > 46 {
 			t.Errorf("svc-2 on %s: http_5xx=%d, want 45 ± 1", node, n)
 		}
-		if counters.Sum(c) != 180 {
-			t.Errorf("svc-2 on %s: %d outcomes, want 180", node, counters.Sum(c))
+		if record.Sum(c) != 180 {
+			t.Errorf("svc-2 on %s: %d outcomes, want 180", node, record.Sum(c))
 		}
 	}
 	if !regexp.MustCompile(`(?m)^FAIL  svc-2  .*http_5xx=\d+ \[node-a=\d+ node-b=\d+\]`).MatchString(r.stdout) {
@@ -204,7 +203,7 @@ func TestIntegrationLocalEngineKill(t *testing.T) {
 	}
 	for target, want := range planned {
 		c := r.counts(t, target)["node-a"]
-		if c[counters.HTTP2xx] != want {
+		if c[record.HTTP2xx] != want {
 			t.Errorf("%s on the surviving node-a: %v, want %d http_2xx", target, c, want)
 		}
 	}
@@ -229,7 +228,7 @@ func TestIntegrationLocalEngineFreeze(t *testing.T) {
 			t.Errorf("%s: node-b not named silent in backend_errors %v", e.Label, e.BackendErrors)
 		}
 	}
-	if c := r.counts(t, "svc-1")["node-a"]; c[counters.HTTP2xx] != 180 {
+	if c := r.counts(t, "svc-1")["node-a"]; c[record.HTTP2xx] != 180 {
 		t.Errorf("node-a not whole: %v", c)
 	}
 }

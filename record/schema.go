@@ -1,5 +1,14 @@
-// Package report defines the JSON report a sortie run writes and the results
-// stream it appends to, and reads and writes both.
+// Package record is the record contract of a sortie run, in one place: the
+// JSON report and the results stream (schema, writer, reader), the counter
+// names, the conservation law every result of this project's engine keeps
+// (planned = unsent + the sum of the outcome classes), the typed kinds of
+// backend errors, the run directory's run.env, the share arithmetic that
+// splits a rate over weighted targets, and the one atomic file writer every
+// component uses for a file a user keeps. The driver writes the record with
+// it; the gate, the saver and the kickoff read it with it.
+//
+// It imports no network code (the gate, which must run anywhere on a copied
+// report, builds on it; a test of the gate holds that).
 //
 // The schema is a compatibility contract: reports written by the sortie +
 // Nighthawk stack and by this driver share it, so dashboards, the gate and
@@ -46,12 +55,19 @@
 //	              and rate: thresholds judged on totals, or a backend
 //	              address for statistic thresholds judged per backend;
 //	              actual is the value judged, or why none could be
-//	failures[]    every reason the execution failed, in words
+//	failures[]    one {backend, counters} object per backend with a
+//	              non-zero counter of the zero-failure set, holding those
+//	              counters (the compatibility shape); earlier reports of
+//	              this project held sentences here, which readers accept
+//	failure_reasons[]  every reason the execution failed, in words
 //	totals        counters summed over the backends that answered
 //	results[]     one BackendResult per backend that answered
-//	backend_errors[]  {backend, error, refused}: every backend that failed
-//	              the execution; a backend may have both a result and an
-//	              error. The error begins with what happened:
+//	backend_errors[]  {backend, kind, error, refused}: every backend that
+//	              failed the execution; a backend may have both a result
+//	              and an error. kind is one of lost, silent, rejected,
+//	              refused, late, stalled, cancelled, accounting (absent in
+//	              earlier reports; KindOf reads their words). The error
+//	              begins with what happened, for older readers:
 //	              "lost: " its stream broke (engine killed, unreachable);
 //	              "silent: " no answer in the window after its deadline nor
 //	              after the cancel that followed (frozen or partitioned);
@@ -95,7 +111,7 @@
 // (ReadStream) sees whole lines and counts the torn one as bad.
 //
 // This package imports no network code: the gate reads reports with it.
-package report
+package record
 
 // Report is the whole verdict of a run.
 type Report struct {
@@ -151,8 +167,13 @@ type Execution struct {
 	Backends []string `json:"backends"`
 	// Thresholds are the judged thresholds, in plan order.
 	Thresholds []Threshold `json:"thresholds,omitempty"`
-	// Failures lists, in words, every reason the execution failed.
-	Failures []string `json:"failures,omitempty"`
+	// Failures lists, one entry per backend, the non-zero counters of the
+	// failure classes (the compatibility shape of the sortie + Nighthawk
+	// stack). Reports this project wrote before it held sentences here;
+	// reading one, each sentence lands in a Failure's Reason.
+	Failures []Failure `json:"failures,omitempty"`
+	// FailureReasons lists, in words, every reason the execution failed.
+	FailureReasons []string `json:"failure_reasons,omitempty"`
 	// Totals are the counters summed over the backends that answered.
 	Totals map[string]uint64 `json:"totals,omitempty"`
 	// Results holds one entry per backend that answered.
@@ -218,7 +239,12 @@ type Statistic struct {
 type BackendError struct {
 	// Backend is the engine's address.
 	Backend string `json:"backend"`
-	// Error says what happened.
+	// Kind says what happened, for a program: one of the Kind constants.
+	// Reports written before it existed have none; KindOf reads their
+	// words.
+	Kind Kind `json:"kind,omitempty"`
+	// Error says what happened, in words; it begins with the kind's word
+	// for older readers ("lost: ", "silent: ", ...).
 	Error string `json:"error"`
 	// Refused is "execution_cap" when the engine refused the start at its cap.
 	Refused string `json:"refused,omitempty"`

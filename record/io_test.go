@@ -1,4 +1,4 @@
-package report
+package record
 
 import (
 	"bytes"
@@ -82,7 +82,7 @@ func TestWriteFileRoundTrip(t *testing.T) {
 	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFile(path, want); err != nil {
+	if err := WriteReport(path, want); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadFile(path)

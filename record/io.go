@@ -1,4 +1,4 @@
-package report
+package record
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 )
 
@@ -29,54 +28,14 @@ func Marshal(r *Report) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// WriteFile writes the report to path atomically: it writes a temporary file
-// in the same directory, syncs it, renames it over path and syncs the
-// directory, so a reader sees either the old file or the whole new one.
-func WriteFile(path string, r *Report) error {
+// WriteReport writes the report to path atomically (see WriteFile), so a
+// reader sees either the old file or the whole new one.
+func WriteReport(path string, r *Report) error {
 	b, err := Marshal(r)
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, b)
-}
-
-func writeAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		f.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	if _, err := f.Write(b); err != nil {
-		return fail(err)
-	}
-	// CreateTemp makes the file 0600; a report is meant to be read by
-	// whoever collects it, like any file the program would create.
-	if err := f.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write report %s: %w", path, err)
-	}
-	// The rename is durable only once the directory entry is on disk.
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return WriteFile(path, b, 0o644)
 }
 
 // ReadReport decodes a report. Fields it does not know are ignored (reports
