@@ -68,10 +68,10 @@ func goldenReport() *record.Report {
 		{
 			Label: "stairs/stage-1", Scenario: "stairs", Pool: "nodes", Rate: 2, PerBackend: true, DurationMs: 1000,
 			ElapsedMs: 12, StartedAt: "2026-01-02T03:04:09.000Z", Refused: record.RefusedExecutionCap,
-			Error:         "backend 10.0.0.2:8443 refused a start because the engine is at its cap of 1 concurrent executions",
-			FailureReasons:      []string{"backend 10.0.0.2:8443 refused a start because the engine is at its cap of 1 concurrent executions", "backend 10.0.0.2:8443: refused the start"},
-			Backends:      []string{"10.0.0.1:8443", "10.0.0.2:8443"},
-			BackendErrors: []record.BackendError{{Backend: "10.0.0.2:8443", Error: "refused the start", Refused: record.RefusedExecutionCap}},
+			Error:          "backend 10.0.0.2:8443 refused a start because the engine is at its cap of 1 concurrent executions",
+			FailureReasons: []string{"backend 10.0.0.2:8443 refused a start because the engine is at its cap of 1 concurrent executions", "backend 10.0.0.2:8443: refused the start"},
+			Backends:       []string{"10.0.0.1:8443", "10.0.0.2:8443"},
+			BackendErrors:  []record.BackendError{{Backend: "10.0.0.2:8443", Error: "refused the start", Refused: record.RefusedExecutionCap}},
 		},
 		{
 			Label: "stairs/stage-2", Scenario: "stairs", Pool: "nodes", Rate: 4, PerBackend: true, DurationMs: 1000, NotRun: true,
