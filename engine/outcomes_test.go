@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -170,6 +171,41 @@ func TestOutcomeProtocolError(t *testing.T) {
 		record.ResetsBeforeHeaders:                             10,
 		record.StreamResetsPrefix + record.ReasonProtocolError: 10,
 	})
+}
+
+// A response over httpwire's limits is a reset with reason overflow, not a
+// protocol error: the bytes may be valid HTTP, the engine does not take
+// that much.
+func TestOutcomeOverflow(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, head string
+	}{
+		// 70 header fields of 1,000 bytes: over httpwire.MaxHeaderBytes.
+		{"header block", "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Big: "+strings.Repeat("y", 1000)+"\r\n", 70) + "Content-Length: 0\r\n\r\n"},
+		// One field longer than the engine's read buffer.
+		{"header line", "HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("y", readBufferSize) + "\r\nContent-Length: 0\r\n\r\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if len(c.head) <= readBufferSize {
+				t.Fatalf("response of %d bytes fits the limits", len(c.head))
+			}
+			srv := newRawServer(t, func(conn net.Conn, _ int64) {
+				if readRequest(bufio.NewReader(conn)) != nil {
+					return
+				}
+				_, _ = io.WriteString(conn, c.head)
+			})
+			te := startEngine(t, Options{})
+			res := te.execute(t, req("overflow", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
+			wantCounters(t, res, map[string]uint64{
+				record.StreamResets:                               10,
+				record.ResetsBeforeHeaders:                        10,
+				record.StreamResetsPrefix + record.ReasonOverflow: 10,
+			})
+		})
+	}
 }
 
 func TestOutcomeInflightLost(t *testing.T) {

@@ -33,7 +33,8 @@ const (
 	// carries a request; such a connection is replaced, not used. This is
 	// no retry: the request was not written yet.
 	staleAfter = 100 * time.Millisecond
-	// readBufferSize bounds a response line (httpwire).
+	// readBufferSize bounds a response line (httpwire); a longer one is
+	// an overflow.
 	readBufferSize = 8 << 10
 )
 
@@ -392,8 +393,12 @@ func (w *worker) failure(err error, headersDone bool) {
 // resetReason names why a stream broke.
 func resetReason(err error, aborted bool) counterID {
 	var pe *httpwire.ProtocolError
+	var le *httpwire.LimitError
 	var rhe tls.RecordHeaderError
 	switch {
+	case errors.As(err, &le):
+		// A response over httpwire's limits: the engine gave up on it.
+		return cResetOverflow
 	case errors.As(err, &pe), errors.As(err, &rhe):
 		return cResetProtocol
 	case aborted, errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded):
