@@ -244,10 +244,7 @@ func TestStopRefusesNewWhileDraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := newExecution(&spec{id: "x", label: "x"}, e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := newExecution(&spec{id: "x", label: "x"}, e.ctx)
 	if err := e.register(x); err != nil {
 		t.Fatal(err)
 	}
@@ -258,10 +255,7 @@ func TestStopRefusesNewWhileDraining(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := newExecution(sp, e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	y := newExecution(sp, e.ctx)
 	if err := e.register(y); status.Code(err) != codes.Unavailable {
 		t.Errorf("register while stopping: %v, want UNAVAILABLE", err)
 	}

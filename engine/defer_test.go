@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/record"
 )
@@ -22,8 +25,8 @@ func runDirect(t *testing.T, r *enginev1.ExecuteRequest) *execution {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := newExecution(sp, context.Background())
-	if err != nil {
+	x := newExecution(sp, context.Background())
+	if err := x.build(newSleeper); err != nil {
 		t.Fatal(err)
 	}
 	x.start()
@@ -112,4 +115,21 @@ func TestDeferredResponses(t *testing.T) {
 			t.Errorf("a closed-loop worker deferred %d responses, want none", got)
 		}
 	})
+}
+
+// result merges the workers' histograms into new ones: calling it again
+// gives the same Result (it used to merge into the first worker's
+// histogram, so a second call counted the other workers twice).
+func TestResultIsIdempotent(t *testing.T) {
+	t.Parallel()
+	srv := okServer(t)
+	r := req("twice", srv.URL, 20, 500*time.Millisecond)
+	r.Workers = 3
+	x := runDirect(t, r) // the first result
+	second, third := x.result("node-a"), x.result("node-a")
+	if diff := cmp.Diff(second, third, protocmp.Transform()); diff != "" {
+		t.Errorf("result changed from one call to the next (-second +third):\n%s", diff)
+	}
+	checkAccounting(t, third)
+	wantCounters(t, third, map[string]uint64{record.HTTP2xx: 30})
 }

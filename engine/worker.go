@@ -84,11 +84,8 @@ type worker struct {
 	collected uint64
 }
 
-func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool) (*worker, error) {
-	sl, err := newSleeper()
-	if err != nil {
-		return nil, err
-	}
+// newWorker is worker index of s, pacing with sl.
+func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool, sl *sleeper) *worker {
 	w := &worker{
 		sleeper: sl,
 		spec:    s,
@@ -104,7 +101,14 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
 	// A closed-loop worker waits for its responses to send more.
 	w.deferOn.Store(s.openLoop && s.tls == nil)
-	return w, nil
+	return w
+}
+
+// release closes the worker's timer and ends its dial context; run does
+// both itself, so release matters for a worker that never ran.
+func (w *worker) release() {
+	w.sleeper.close()
+	w.dialStop()
 }
 
 // now is the offset from the due time of request 0, in ns.
