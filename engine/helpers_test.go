@@ -77,11 +77,15 @@ func (te *testEngine) execute(t testing.TB, req *enginev1.ExecuteRequest) run {
 }
 
 func collect(stream grpc.ServerStreamingClient[enginev1.ExecuteEvent], err error) run {
-	var r run
 	if err != nil {
-		r.err = err
-		return r
+		return run{err: err}
 	}
+	return collectFrom(stream, run{})
+}
+
+// collectFrom reads the rest of stream into r, which holds what was read
+// of it before.
+func collectFrom(stream grpc.ServerStreamingClient[enginev1.ExecuteEvent], r run) run {
 	for {
 		ev, err := stream.Recv()
 		if err == io.EOF {
@@ -218,6 +222,28 @@ func req(id, url string, rate uint32, duration time.Duration) *enginev1.ExecuteR
 		Rate:        rate,
 		Duration:    durationpb.New(duration),
 		OpenLoop:    true,
+	}
+}
+
+// seen is closed the first time a server sees a request: a test that
+// needs load in flight waits for it instead of sleeping for a while.
+type seen struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newSeen() *seen { return &seen{ch: make(chan struct{})} }
+
+// mark notes a request; the server calls it.
+func (s *seen) mark() { s.once.Do(func() { close(s.ch) }) }
+
+// wait blocks until the server saw a request. The bound only ends a hang.
+func (s *seen) wait(t testing.TB) {
+	t.Helper()
+	select {
+	case <-s.ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server saw no request in 30 s")
 	}
 }
 
