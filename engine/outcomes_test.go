@@ -141,12 +141,7 @@ func TestOutcomeResetBeforeHeaders(t *testing.T) {
 
 func TestOutcomeIncompleteBody(t *testing.T) {
 	t.Parallel()
-	srv := newRawServer(t, func(c net.Conn, _ int64) {
-		if readRequest(bufio.NewReader(c)) != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
-	})
+	srv := newRawServer(t, answerOnce("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b"))
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("cut", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
 	wantCounters(t, res, map[string]uint64{
@@ -158,12 +153,7 @@ func TestOutcomeIncompleteBody(t *testing.T) {
 
 func TestOutcomeProtocolError(t *testing.T) {
 	t.Parallel()
-	srv := newRawServer(t, func(c net.Conn, _ int64) {
-		if readRequest(bufio.NewReader(c)) != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n\r\n")
-	})
+	srv := newRawServer(t, answerOnce("SSH-2.0-OpenSSH_9.6\r\n\r\n"))
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("garbage", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
 	wantCounters(t, res, map[string]uint64{
@@ -191,12 +181,7 @@ func TestOutcomeOverflow(t *testing.T) {
 			if len(c.head) <= readBufferSize {
 				t.Fatalf("response of %d bytes fits the limits", len(c.head))
 			}
-			srv := newRawServer(t, func(conn net.Conn, _ int64) {
-				if readRequest(bufio.NewReader(conn)) != nil {
-					return
-				}
-				_, _ = io.WriteString(conn, c.head)
-			})
+			srv := newRawServer(t, answerOnce(c.head))
 			te := startEngine(t, Options{})
 			res := te.execute(t, req("overflow", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
 			wantCounters(t, res, map[string]uint64{
@@ -302,12 +287,7 @@ func TestBodiesAndKeepAlive(t *testing.T) {
 
 func TestHTTP10(t *testing.T) {
 	t.Parallel()
-	srv := newRawServer(t, func(c net.Conn, _ int64) {
-		if readRequest(bufio.NewReader(c)) != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close")
-	})
+	srv := newRawServer(t, answerOnce("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close"))
 	te := startEngine(t, Options{})
 	r := req("http10", srv.url(), 20, 500*time.Millisecond)
 	res := te.execute(t, r).mustResult(t)
@@ -349,12 +329,7 @@ func TestIdleConnectionClosedEarlierIsReplaced(t *testing.T) {
 	// closed long before (the engine checks a connection idle for over
 	// 100 ms). It notices before writing and dials anew: no reset, and
 	// nothing re-sent.
-	srv := newRawServer(t, func(c net.Conn, _ int64) {
-		if readRequest(bufio.NewReader(c)) != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-	})
+	srv := newRawServer(t, answerOnce("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("stale", srv.url(), 1, 3*time.Second)).mustResult(t)
 	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 3})
