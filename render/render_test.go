@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 func targetsOf(weights ...int) []Target {
@@ -84,6 +86,11 @@ func TestNearestIsNearest(t *testing.T) {
 				}
 				if !errors.As(err, &se) {
 					t.Fatalf("%v at %d/%d: error %v is no *ShareError", weights, rate, conc, err)
+				}
+				// The refusal is the calculator's, worded for a targets file.
+				var rse *record.ShareError
+				if !errors.As(err, &rse) || rse.Rate != uint64(rate) || rse.Unit != uint64(conc) {
+					t.Fatalf("%v at %d/%d: error %v does not carry the calculator's (%+v)", weights, rate, conc, err, rse)
 				}
 				below, above := 0, 0
 				for r := rate - 1; r >= 1; r-- {
