@@ -242,18 +242,15 @@ func Render(o Options) (*Rendered, error) {
 	if r.MaxPending == AutoMaxPending {
 		r.MaxPending = MaxPendingFor(maxInt(rps), o.Concurrency, o.StallBudget)
 	}
-	if !o.PerTargetFloors {
-		r.Floor, err = FloorFor(minInt(rps), r.Backends, o.FloorPct)
-		if err != nil {
-			return nil, err
+	if o.PerTargetFloors {
+		r.Floors = make([]string, len(rps))
+		for i, share := range rps {
+			if r.Floors[i], err = FloorFor(share, r.Backends, o.FloorPct); err != nil {
+				return nil, err
+			}
 		}
-	}
-	for i := 0; o.PerTargetFloors && i < len(rps); i++ {
-		f, err := FloorFor(rps[i], r.Backends, o.FloorPct)
-		if err != nil {
-			return nil, err
-		}
-		r.Floors = append(r.Floors, f)
+	} else if r.Floor, err = FloorFor(minInt(rps), r.Backends, o.FloorPct); err != nil {
+		return nil, err
 	}
 	r.YAML = r.plan(o)
 	return r, nil
