@@ -468,6 +468,7 @@ func (k *kickoff) renderPlan(ctx context.Context) (string, error) {
 	ro.Duration = k.o.Duration
 	ro.Rate = k.o.Rate
 	ro.Statsd = statsd
+	ro.PerTargetFloors = true
 	r, err := render.Render(ro)
 	if err != nil {
 		return "", fmt.Errorf("render the plan: %w", err)

@@ -51,10 +51,12 @@ func TestKickoffE2E(t *testing.T) {
 		}
 	}
 	// The plan points at the headless Service and was rendered for the two
-	// engines that were listed.
+	// engines that were listed, each target with its own 2xx floor.
 	plan, _ := os.ReadFile(filepath.Join(fx.dir, planFile))
 	if !strings.Contains(string(plan), "soak-sortie-engine-nodes.sortie.svc.cluster.local:8443") ||
-		!strings.Contains(string(plan), "10.96.0.10:9125") {
+		!strings.Contains(string(plan), "10.96.0.10:9125") ||
+		!strings.Contains(string(plan), `, thresholds: ["rate:benchmark.http_2xx >= `) ||
+		strings.Contains(string(plan), `      - "rate:benchmark.http_2xx >= `) {
 		t.Errorf("plan.yaml:\n%s", plan)
 	}
 	// kickoff.log holds the kickoff's lines with their times.

@@ -138,6 +138,21 @@ func TestIntegrationLocalClean(t *testing.T) {
 			t.Errorf("run directory lacks %s", f)
 		}
 	}
+	// Each target was judged on its own 2xx floor: 99 % of its share on
+	// two nodes.
+	for target, floor := range map[string]string{"mesh/svc-1": "17.82", "mesh/echo": "5.94"} {
+		var exprs []string
+		for _, e := range r.report.Executions {
+			for _, th := range e.Thresholds {
+				if e.Label == target && strings.HasPrefix(th.Expr, "rate:") {
+					exprs = append(exprs, th.Expr)
+				}
+			}
+		}
+		if len(exprs) != 1 || exprs[0] != "rate:benchmark.http_2xx >= "+floor {
+			t.Errorf("%s judged on rate thresholds %q, want its own floor %s", target, exprs, floor)
+		}
+	}
 	if !strings.Contains(r.stderr, "progress mesh/svc-1") {
 		t.Errorf("no progress line on stderr")
 	}
