@@ -135,6 +135,25 @@ type runner struct {
 
 	// interrupted is set once the run's context is done.
 	interrupted bool
+
+	// onWait, when set (by tests), is called by a stage's deadline loop
+	// just before it blocks. A test on a fake clock moves the time only
+	// when the loop is waiting and has taken every event its engines sent.
+	onWait func(waitState)
+	// taken counts the events the deadline loops took for pending calls,
+	// cancels the Cancel RPCs they sent; both belong to the loop.
+	taken, cancels int
+}
+
+// waitState is what a deadline loop has done when it blocks.
+type waitState struct {
+	// next is when its timer fires.
+	next time.Time
+	// taken and cancels are the runner's counts so far.
+	taken, cancels int
+	// unstarted counts the pending calls whose engine has not yet said
+	// Started.
+	unstarted int
 }
 
 func (r *runner) client(addr string) (enginev1.EngineClient, error) {
@@ -277,6 +296,7 @@ func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- ev
 // interrupt.
 func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, out *stageOutcome) {
 	o := r.opts
+	clk := o.clock()
 	done := ctx.Done()
 	if r.interrupted {
 		done = nil
@@ -297,6 +317,7 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 			// A call already given up on; its goroutine's last word.
 			return
 		}
+		r.taken++
 		switch ev.kind {
 		case evStarted:
 			c.started = true
@@ -411,13 +432,16 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 		}
 		asked = max(next.Sub(now), 0)
 		lastWake = now
-		timer := time.NewTimer(asked)
+		timer := clk.NewTimer(asked)
+		if r.onWait != nil {
+			r.onWait(r.waitState(calls, next))
+		}
 		select {
 		case ev := <-events:
 			// An event is an early wake; a wake later than asked, whatever
 			// woke it, is caught at the top of the loop.
 			handle(ev, o.now())
-		case <-timer.C:
+		case <-timer.C():
 		case <-done:
 			done = nil
 			r.interrupted = true
@@ -429,6 +453,16 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 	if r.interrupted {
 		out.interrupted = true
 	}
+}
+
+func (r *runner) waitState(calls []*call, next time.Time) waitState {
+	w := waitState{next: next, taken: r.taken, cancels: r.cancels}
+	for _, c := range calls {
+		if c.state == pending && !c.started {
+			w.unstarted++
+		}
+	}
+	return w
 }
 
 // cancelAll cancels every pending call of the stage (a refusal stops the
@@ -468,6 +502,7 @@ func (r *runner) sendCancel(c *call) {
 	if c.client == nil {
 		return
 	}
+	r.cancels++
 	client, id, wait := c.client, c.id, r.opts.CancelWait
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
