@@ -307,3 +307,101 @@ func TestIntegrationDNSPool(t *testing.T) {
 		})
 	}
 }
+
+// TestReportAndStreamSameFile: a report written over the results stream
+// would destroy it when it is renamed into place, so a run that names one
+// file for both, by any name, is refused before anything else; so is a
+// report path that is a directory. The stream is left as it was.
+func TestReportAndStreamSameFile(t *testing.T) {
+	valid := writeFile(t, "valid.yaml", validPlan)
+	const kept = `{"label":"earlier/run"}` + "\n"
+	for _, tc := range []struct {
+		name string
+		// paths returns the -o and --results-stream arguments, and the
+		// stream file whose content must survive ("" for none).
+		paths  func(t *testing.T, dir string) (report, stream, survivor string)
+		errHas string
+	}{
+		{name: "one path", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "run.json")
+			return p, p, p
+		}},
+		{name: "one path, neither exists", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "new.json")
+			return p, p, ""
+		}},
+		{name: "spelled two ways", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "run.json")
+			return filepath.Join(dir, ".", "x", "..", "run.json"), p, p
+		}},
+		{name: "stream through a symlink", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "run.json")
+			l := filepath.Join(dir, "link.jsonl")
+			must(t, os.Symlink(p, l))
+			return p, l, p
+		}},
+		{name: "report through a symlink", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "run.json")
+			l := filepath.Join(dir, "link.json")
+			must(t, os.Symlink(p, l))
+			return l, p, p
+		}},
+		{name: "hard link", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "run.json")
+			l := filepath.Join(dir, "hard.jsonl")
+			must(t, os.Link(p, l))
+			return p, l, p
+		}},
+		{name: "through a symlinked directory, neither exists", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			d := filepath.Join(dir, "d")
+			must(t, os.Mkdir(d, 0o755))
+			must(t, os.Symlink(d, filepath.Join(dir, "alias")))
+			return filepath.Join(dir, "alias", "r.json"), filepath.Join(d, "r.json"), ""
+		}},
+		{name: "stream through a dangling symlink to the report", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "new.json")
+			l := filepath.Join(dir, "link.jsonl")
+			must(t, os.Symlink("new.json", l))
+			return p, l, ""
+		}},
+		{name: "report is a directory", errHas: "is a directory", paths: func(t *testing.T, dir string) (string, string, string) {
+			d := filepath.Join(dir, "out")
+			must(t, os.Mkdir(d, 0o755))
+			return d, filepath.Join(dir, "s.jsonl"), ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			must(t, os.WriteFile(filepath.Join(dir, "run.json"), []byte(kept), 0o644))
+			report, stream, survivor := tc.paths(t, dir)
+			var stdout, stderr bytes.Buffer
+			err := RunOptions(context.Background(), testOptions(), []string{"run", valid, "-o", report, "--results-stream", stream}, &stdout, &stderr)
+			if got := cli.Code(err); got != 2 || err == nil || !strings.Contains(err.Error(), tc.errHas) {
+				t.Fatalf("exit %d, err %v; want 2 and %q", got, err, tc.errHas)
+			}
+			if strings.Contains(stderr.String(), "running") {
+				t.Errorf("load was started:\n%s", stderr.String())
+			}
+			if survivor != "" {
+				if b, err := os.ReadFile(survivor); err != nil || string(b) != kept {
+					t.Errorf("the stream holds %q (%v), want %q as it was", b, err, kept)
+				}
+			}
+		})
+	}
+	// Two files side by side are fine: the run goes on to its (lost)
+	// backends.
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := RunOptions(context.Background(), testOptions(), []string{"run", valid, "-o", filepath.Join(dir, "r.json"), "--results-stream", filepath.Join(dir, "r.jsonl")}, &stdout, &stderr)
+	if got := cli.Code(err); got != 1 {
+		t.Errorf("two files: exit %d (%v), want 1 from the unreachable backends", got, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
