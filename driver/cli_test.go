@@ -331,27 +331,13 @@ func TestReportAndStreamSameFile(t *testing.T) {
 			return p, p, ""
 		}},
 		{name: "spelled two ways", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			t.Chdir(dir)
 			p := filepath.Join(dir, "run.json")
-			return filepath.Join(dir, ".", "x", "..", "run.json"), p, p
+			return "./run.json", p, p
 		}},
-		{name: "stream through a symlink", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
-			p := filepath.Join(dir, "run.json")
-			l := filepath.Join(dir, "link.jsonl")
-			must(t, os.Symlink(p, l))
-			return p, l, p
-		}},
-		{name: "report through a symlink", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
-			p := filepath.Join(dir, "run.json")
-			l := filepath.Join(dir, "link.json")
-			must(t, os.Symlink(p, l))
-			return l, p, p
-		}},
-		{name: "hard link", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
-			p := filepath.Join(dir, "run.json")
-			l := filepath.Join(dir, "hard.jsonl")
-			must(t, os.Link(p, l))
-			return p, l, p
-		}},
+		{name: "stream through a symlink", errHas: "is the results stream", paths: linked(os.Symlink, false)},
+		{name: "report through a symlink", errHas: "is the results stream", paths: linked(os.Symlink, true)},
+		{name: "hard link", errHas: "is the results stream", paths: linked(os.Link, false)},
 		{name: "through a symlinked directory, neither exists", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
 			d := filepath.Join(dir, "d")
 			must(t, os.Mkdir(d, 0o755))
@@ -396,6 +382,19 @@ func TestReportAndStreamSameFile(t *testing.T) {
 	err := RunOptions(context.Background(), testOptions(), []string{"run", valid, "-o", filepath.Join(dir, "r.json"), "--results-stream", filepath.Join(dir, "r.jsonl")}, &stdout, &stderr)
 	if got := cli.Code(err); got != 1 {
 		t.Errorf("two files: exit %d (%v), want 1 from the unreachable backends", got, err)
+	}
+}
+
+// linked makes a second name for the stream run.json with link; the
+// report gets it when onReport, else the stream does.
+func linked(link func(oldname, newname string) error, onReport bool) func(t *testing.T, dir string) (string, string, string) {
+	return func(t *testing.T, dir string) (string, string, string) {
+		p, l := filepath.Join(dir, "run.json"), filepath.Join(dir, "other-name")
+		must(t, link(p, l))
+		if onReport {
+			return l, p, p
+		}
+		return p, l, p
 	}
 }
 

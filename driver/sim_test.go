@@ -3,7 +3,6 @@ package driver
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -252,11 +251,4 @@ func (s *sim) drive(t *testing.T) {
 	for s.settle() {
 		s.step(t)
 	}
-}
-
-func (s *sim) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fmt.Sprintf("sim at %v: waiting=%v loop=%+v sent=%d cancels=%d busy=%d gates=%d",
-		s.clk.Now().Sub(simStart), s.waiting, s.loop, s.sent, s.cancels, s.busy, len(s.gates))
 }
