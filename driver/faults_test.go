@@ -68,7 +68,7 @@ func TestIntegrationEngineKilled(t *testing.T) {
 			t.Errorf("%s passed with a lost backend", label)
 		}
 		be, ok := backendErrorOf(e, victim)
-		if !ok || !strings.HasPrefix(be.Error, "lost: ") {
+		if !ok || be.Kind != record.KindLost || !strings.HasPrefix(be.Error, "lost: ") {
 			t.Errorf("%s: backend error of the killed engine %+v, want lost", label, be)
 		}
 		if _, ok := backendOf(t, e, victim); ok {
@@ -103,23 +103,17 @@ func TestIntegrationEngineFrozen(t *testing.T) {
 	if res.code != 1 {
 		t.Fatalf("exit %d, want 1", res.code)
 	}
-	// duration 3s + timeout 1s + drain 1s + grace 2s after the start,
-	// then the answer window and the cancel wait: the report comes about
-	// 12 s after dispatch. The bound is loose: it catches a wait that
-	// never ends, not a slow machine.
-	limit := 3*time.Second + time.Second + o.Drain + o.Grace + o.StartLead + o.AnswerWindow + o.CancelWait + 20*time.Second
+	// How long the phases take on the clock is TestDeadlineCases' to
+	// hold, on a fake one; here a real frozen process is named.
 	for _, label := range []string{"mesh/svc-1", "mesh/svc-2"} {
 		e := res.execution(t, label)
 		be, ok := backendErrorOf(e, victim)
-		if !ok || !strings.HasPrefix(be.Error, "silent: no answer within 5s of its deadline") || !strings.Contains(be.Error, "frozen or partitioned") {
+		if !ok || be.Kind != record.KindSilent || !strings.HasPrefix(be.Error, "silent: no answer within 5s of its deadline") || !strings.Contains(be.Error, "frozen or partitioned") {
 			t.Errorf("%s: backend error of the frozen engine %+v, want silent", label, be)
 		}
 		assertWhole(t, e, survivor, 30)
 		if e.Pass {
 			t.Errorf("%s passed with a silent backend", label)
-		}
-		if time.Duration(e.ElapsedMs)*time.Millisecond > limit {
-			t.Errorf("%s: given up on after %d ms", label, e.ElapsedMs)
 		}
 	}
 }
@@ -150,12 +144,11 @@ func TestIntegrationEngineStalled(t *testing.T) {
 	for _, label := range []string{"mesh/svc-1", "mesh/svc-2"} {
 		e := res.execution(t, label)
 		be, ok := backendErrorOf(e, victim)
-		if !ok || !strings.Contains(be.Error, "it stalled: its result took ") {
+		if !ok || be.Kind != record.KindStalled || !strings.Contains(be.Error, "it stalled: its result took ") {
 			t.Errorf("%s: backend error of the stalled engine %+v, want stalled", label, be)
 		}
-		br, ok := backendOf(t, e, victim)
-		if !ok || br.ElapsedMs <= 5000 {
-			t.Errorf("%s: the stalled result was not kept (%+v)", label, br)
+		if _, ok := backendOf(t, e, victim); !ok {
+			t.Errorf("%s: the stalled result was not kept", label)
 		}
 		assertWhole(t, e, survivor, 30)
 	}

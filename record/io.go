@@ -95,8 +95,22 @@ func parseReport(b []byte) (*Report, error) {
 // an earlier attempt of this one) is kept.
 type StreamWriter struct {
 	mu   sync.Mutex
-	f    *os.File
+	f    streamFile
 	path string
+	// suspect is set when an Append failed after it may have written part
+	// of its line (a short write, a write error, a failed sync): the next
+	// Append first closes whatever line the file ends in.
+	suspect bool
+}
+
+// streamFile is what a StreamWriter needs of its file: an *os.File, or in
+// tests one whose writes fail.
+type streamFile interface {
+	io.Writer
+	io.ReaderAt
+	io.Closer
+	Stat() (os.FileInfo, error)
+	Sync() error
 }
 
 // OpenStream opens (or creates) the results stream at path for appending.
@@ -141,7 +155,10 @@ func (w *StreamWriter) closeTornLine() error {
 }
 
 // Append writes one execution as a line and syncs it. The line is written
-// with a single write call on a file opened with O_APPEND.
+// with a single write call on a file opened with O_APPEND. After an Append
+// that failed, the next one first ends the line the failure may have torn,
+// so its own line is whole and the fragment stays one bad line; if that
+// cannot be done either, it fails without writing.
 func (w *StreamWriter) Append(e Execution) error {
 	b, err := MarshalLine(e)
 	if err != nil {
@@ -152,10 +169,21 @@ func (w *StreamWriter) Append(e Execution) error {
 	if w.f == nil {
 		return fmt.Errorf("results stream %s: closed", w.path)
 	}
-	if _, err := w.f.Write(b); err != nil {
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+	if w.suspect {
+		if err := w.closeTornLine(); err != nil {
+			return err
+		}
+		w.suspect = false
 	}
-	if err := w.f.Sync(); err != nil {
+	n, err := w.f.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		w.suspect = true
 		return fmt.Errorf("results stream %s: %w", w.path, err)
 	}
 	return nil

@@ -107,8 +107,9 @@
 // order the executions finished (a skipped execution too), each the same
 // object as in the report. It is opened with O_APPEND and synced line by
 // line, never truncated. A writer that died mid-line leaves a torn last
-// line; the next writer closes it with a newline first, so a reader
-// (ReadStream) sees whole lines and counts the torn one as bad.
+// line; the next writer closes it with a newline first (as does the next
+// Append after one that failed part-way), so a reader (ReadStream) sees
+// whole lines and counts the torn one as bad.
 //
 // This package imports no network code: the gate reads reports with it.
 package record
