@@ -396,7 +396,10 @@ func TestCapRefusal(t *testing.T) {
 		refusal   bool
 		rejection bool
 	}{
-		{status.Error(codes.ResourceExhausted, "engine is at its cap of 4 concurrent executions (--max-concurrent-executions)"), true, false},
+		{enginev1.CapRefusal(4, "engine is at its cap of 4 concurrent executions (--max-concurrent-executions)"), true, false},
+		// The same words without the engine's detail: not the cap (an
+		// engine out of descriptors, say), so a rejection.
+		{status.Error(codes.ResourceExhausted, "engine is at its cap of 4 concurrent executions (--max-concurrent-executions)"), false, true},
 		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5000000 vs. 4194304)"), false, true},
 		{status.Error(codes.InvalidArgument, "url: bad"), false, true},
 		{status.Error(codes.Unavailable, "connection refused"), false, false},

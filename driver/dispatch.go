@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -553,12 +552,14 @@ func (r *runner) engineCap(c *call) uint32 {
 }
 
 // capRefusal reports whether an error is an engine refusing a start at its
-// cap of concurrent executions. gRPC also says RESOURCE_EXHAUSTED for a
-// message over its size limit; that is a request the engine cannot take,
-// not a busy engine.
+// cap of concurrent executions: RESOURCE_EXHAUSTED with the engine's typed
+// ErrorInfo detail (enginev1.RefusedAtCap). Any other RESOURCE_EXHAUSTED
+// (gRPC's own, for a message over its size limit, or an engine out of some
+// resource) is a request the engine cannot take, not a busy engine, and is
+// never read as a reason to raise the cap.
 func capRefusal(err error) bool {
-	st := status.Convert(err)
-	return st.Code() == codes.ResourceExhausted && !strings.Contains(st.Message(), "larger than max")
+	_, ok := enginev1.RefusedAtCap(err)
+	return ok
 }
 
 // rejection reports whether an error before Started is the engine saying
