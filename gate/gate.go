@@ -12,14 +12,16 @@
 // The gate imports no network code (no gRPC, no client-go, not even net):
 // it is the part a user runs anywhere, on a copied report.
 //
-// The work is split in three: the readers (ReadReport, ReadStream,
-// ReadShares, ReadEngines, ReadLog) turn files into an Input; Grade, a pure
-// function, turns an Input into a Verdict; WriteText and WriteJSON print it.
-// Run ties them to the command line.
+// The work is split in three: the readers turn files into an Input (the
+// report or results stream through record.ReadReportFile and
+// record.ReadStreamFile, the one reader the saver and the driver use too,
+// so the saver never writes SAVED for a report the gate refuses; the share
+// table, engine list and driver log through ReadShares, ReadEngines and
+// ReadLog); Grade, a pure function, turns an Input into a Verdict;
+// WriteText and WriteJSON print it. Run ties them to the command line.
 package gate
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -28,6 +30,7 @@ import (
 	"os"
 
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Run is sortie-gate's main: it reads the flags, the inputs, grades and
@@ -72,27 +75,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func Load(o Options) (Input, error) {
 	in := Input{Backends: o.Backends, FloorPct: o.floor(), MaxP99: o.MaxP99, Notes: o.notes}
 	var err error
-	switch {
-	case o.Report != "":
-		b, rerr := os.ReadFile(o.Report)
-		if rerr != nil {
-			return in, fmt.Errorf("read report: %w", rerr)
-		}
-		in.Source, err = ReadReport(b)
-		if err != nil {
-			return in, fmt.Errorf("report %s: %w", o.Report, err)
-		}
-		in.Source.Path = o.Report
-	default:
-		b, rerr := os.ReadFile(o.Stream)
-		if rerr != nil {
-			return in, fmt.Errorf("read results stream: %w", rerr)
-		}
-		in.Source, err = ReadStream(bytes.NewReader(b))
-		if err != nil {
-			return in, fmt.Errorf("results stream %s: %w", o.Stream, err)
-		}
-		in.Source.Path = o.Stream
+	if o.Report != "" {
+		in.Source, err = record.ReadReportFile(o.Report)
+	} else {
+		in.Source, err = record.ReadStreamFile(o.Stream)
+	}
+	if err != nil {
+		return in, err
 	}
 	if o.Shares != "" {
 		if err := readFile(o.Shares, "share table", func(r io.Reader) (err error) {

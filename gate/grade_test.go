@@ -25,25 +25,25 @@ func result(addr string, n uint64, elapsedMs int64, more map[string]uint64) reco
 }
 
 // execution is one ran execution of "s/<target>" on addrA and addrB.
-func execution(t *testing.T, target, rate string, durMs int64, results ...record.BackendResult) Execution {
+func execution(t *testing.T, target, rate string, durMs int64, results ...record.BackendResult) record.Entry {
 	t.Helper()
-	r, err := parseDecimal(rate)
+	r, err := record.ParseDecimal(rate)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, _ := r.Float64()
-	return Execution{
+	return record.Entry{
 		Execution: record.Execution{
 			Label: "s/" + target, Scenario: "s", Rate: f, PerBackend: true, DurationMs: durMs,
 			ElapsedMs: durMs + 500, StartedAt: "2026-05-01T08:00:00.100Z", EndedAt: "2026-05-01T08:30:00.100Z",
 			Backends: []string{addrA, addrB}, Results: results,
 		},
-		rate: r, hasResults: len(results) > 0,
+		ExactRate: r, HasResults: len(results) > 0,
 	}
 }
 
-func input(execs ...Execution) Input {
-	return Input{Source: &Source{Kind: "report", Executions: execs}, Backends: 2, FloorPct: big.NewRat(99, 1)}
+func input(execs ...record.Entry) Input {
+	return Input{Source: &record.Source{Form: record.FormReport, Executions: execs, All: execs}, Backends: 2, FloorPct: big.NewRat(99, 1)}
 }
 
 func TestFloor(t *testing.T) {
@@ -68,7 +68,7 @@ func TestFloor(t *testing.T) {
 	} {
 		e := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil), result(addrB, tc.count, 150001, nil))
 		in := input(e)
-		in.FloorPct, _ = parseDecimal(tc.floor)
+		in.FloorPct, _ = record.ParseDecimal(tc.floor)
 		v := Grade(in)
 		if got := v.Targets[0].Status == ResultPass; got != tc.pass {
 			t.Errorf("floor %s%%, %d of 1350: pass=%v, want %v (%v)", tc.floor, tc.count, got, tc.pass, v.Targets[0].Reasons)
@@ -202,7 +202,7 @@ func TestUnobserved(t *testing.T) {
 func TestShares(t *testing.T) {
 	e := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil), result(addrB, 1350, 150001, nil))
 	share := func(name, rps string) Share {
-		r, _ := parseDecimal(rps)
+		r, _ := record.ParseDecimal(rps)
 		return Share{Name: name, RPS: rps, rps: r}
 	}
 	for _, tc := range []struct {
