@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"sort"
@@ -404,7 +405,11 @@ type nodeState struct {
 	result   *record.BackendResult
 	lost     *record.BackendError
 	refused  *record.BackendError
-	dispatch bool
+	// accounting is the driver's word that the result breaks planned =
+	// unsent + outcomes (kind accounting): a failure of the result, not a
+	// lost backend.
+	accounting *record.BackendError
+	dispatch   bool
 	dupes    int
 }
 
@@ -473,9 +478,12 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 	for i := range e.BackendErrors {
 		be := &e.BackendErrors[i]
 		ns := get(be.Backend)
-		if record.BackendRefused(e.Execution, *be) {
+		switch {
+		case record.BackendRefused(e.Execution, *be):
 			ns.refused = be
-		} else if ns.lost == nil {
+		case accountingError(e, be):
+			ns.accounting = be
+		case ns.lost == nil:
 			ns.lost = be
 		}
 	}
@@ -500,7 +508,7 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 
 	// Per node.
 	var lostN, survivors int
-	var survivorMarks, offPlan, below, above, cancelled, silent, slow, undispatched, dupes []string
+	var survivorMarks, offPlan, below, above, cancelled, silent, slow, undispatched, dupes, inexact []string
 	type classAt struct {
 		node  string
 		count uint64
@@ -572,6 +580,12 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 			}
 			if ns.lost == nil {
 				survivors++
+				// A result of this project's engine is judged exactly:
+				// every planned request has one outcome (or was unsent).
+				if why := exact(nd.Node, r, len(nd.Failures) > 0, ns.accounting); why != "" {
+					inexact = append(inexact, why)
+					nr = append(nr, why)
+				}
 				// The floor and the plan's duration are judged on the
 				// survivors only; a lost node has already failed.
 				if planned != nil {
@@ -714,6 +728,7 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 	if inflight != "" {
 		add(inflight)
 	}
+	reasons = append(reasons, inexact...)
 	if planned != nil {
 		if len(below) > 0 {
 			add(fmt.Sprintf("http_2xx below %s%% of the planned %s on [%s]", fmtRat(g.floor), fmtRat(planned), strings.Join(below, " ")))
@@ -749,6 +764,71 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 		t.Status = ResultPass
 	}
 	return t, nothingPlanned
+}
+
+// exact judges a result by the law every result of this project's engine
+// keeps, when it carries planned (the older stack's do not, and keep the
+// count floor alone): planned = unsent + the sum of the outcome classes,
+// exactly, and, on a node with no failure, http_2xx = planned. It returns
+// why the result breaks it, naming the node, or "". driver is the driver's
+// own accounting error for the result, if it gave one.
+func exact(node string, r *record.BackendResult, failed bool, driver *record.BackendError) string {
+	if why := conservation(node, r, failed); why != "" || driver == nil {
+		return why
+	}
+	// The driver saw what the report does not show (a result rewritten
+	// since?): its word stands, never a pass.
+	return "the driver says the result of " + node + " breaks planned = unsent + outcomes: " + oneLine(driver.Error)
+}
+
+// conservation is exact without the driver's word.
+func conservation(node string, r *record.BackendResult, failed bool) string {
+	if !r.HasPlanned() {
+		return ""
+	}
+	var ae *record.AccountingError
+	if errors.As(r.Conserves(), &ae) {
+		named := *ae
+		named.Backend = node
+		switch d := named.Diff(); {
+		case d < 0:
+			return fmt.Sprintf("%s (%d missing)", named.Error(), -d)
+		case d > 0:
+			return fmt.Sprintf("%s (%d counted twice)", named.Error(), d)
+		}
+		return named.Error()
+	}
+	n := r.Counters[record.HTTP2xx]
+	if failed || n == r.Planned {
+		// A node with failures is named by them; the rest is clean.
+		return ""
+	}
+	var rest []string
+	for _, k := range record.Outcomes {
+		if c := r.Counters[k]; c > 0 && k != record.HTTP2xx {
+			rest = append(rest, fmt.Sprintf("%s=%d", short(k), c))
+		}
+	}
+	if r.Unsent > 0 {
+		rest = append(rest, fmt.Sprintf("unsent=%d", r.Unsent))
+	}
+	return fmt.Sprintf("not clean: http_2xx %d != %d planned on %s (%s)", n, r.Planned, node, strings.Join(rest, " "))
+}
+
+// accountingError says a backend error is the driver's word that the
+// backend's result breaks planned = unsent + outcomes: its kind is
+// accounting and the result is there to judge. Such a backend answered; it
+// is not lost.
+func accountingError(e record.Entry, be *record.BackendError) bool {
+	if record.KindOf(*be) != record.KindAccounting {
+		return false
+	}
+	for _, r := range e.Results {
+		if r.Backend == be.Backend {
+			return true
+		}
+	}
+	return false
 }
 
 // plannedPerNode is share x (D - T/2) seconds: what a constant rate sends
@@ -895,7 +975,7 @@ func (g *grader) lostSummary(execs []record.Entry) []Lost {
 		seen := map[string]bool{}
 		for i := range e.BackendErrors {
 			be := &e.BackendErrors[i]
-			if record.BackendRefused(e.Execution, *be) || seen[be.Backend] {
+			if record.BackendRefused(e.Execution, *be) || accountingError(e, be) || seen[be.Backend] {
 				continue
 			}
 			seen[be.Backend] = true
