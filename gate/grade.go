@@ -401,16 +401,16 @@ func (g *grader) target(name string, share *Share, execs []record.Entry) (Target
 
 // nodeState is what one dispatched engine did for one execution.
 type nodeState struct {
-	addr     string
-	result   *record.BackendResult
-	lost     *record.BackendError
-	refused  *record.BackendError
+	addr    string
+	result  *record.BackendResult
+	lost    *record.BackendError
+	refused *record.BackendError
 	// accounting is the driver's word that the result breaks planned =
 	// unsent + outcomes (kind accounting): a failure of the result, not a
 	// lost backend.
 	accounting *record.BackendError
 	dispatch   bool
-	dupes    int
+	dupes      int
 }
 
 // execution grades a target whose execution was dispatched.
