@@ -116,30 +116,24 @@ type wireExecution struct {
 }
 
 // ReadReportFile reads the report at path.
-func ReadReportFile(path string) (*Source, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read report: %w", err)
-	}
-	defer f.Close()
-	src, err := ReadReport(f)
-	if err != nil {
-		return nil, fmt.Errorf("report %s: %w", path, err)
-	}
-	src.Path = path
-	return src, nil
-}
+func ReadReportFile(path string) (*Source, error) { return readFile(path, "report", ReadReport) }
 
 // ReadStreamFile reads the results stream at path.
 func ReadStreamFile(path string) (*Source, error) {
+	return readFile(path, "results stream", ReadStream)
+}
+
+// readFile reads the file at path with read; errors name what it is and
+// where.
+func readFile(path, what string, read func(io.Reader) (*Source, error)) (*Source, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read results stream: %w", err)
+		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	defer f.Close()
-	src, err := ReadStream(f)
+	src, err := read(f)
 	if err != nil {
-		return nil, fmt.Errorf("results stream %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	src.Path = path
 	return src, nil
