@@ -932,14 +932,32 @@ func waitingReasons(p *corev1.Pod) string {
 		}
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
-			rs = append(rs, "unscheduled: "+c.Reason)
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && (c.Reason != "" || c.Message != "") {
+			rs = append(rs, "unscheduled: "+conditionWhy(c.Reason, c.Message))
 		}
 	}
 	if len(rs) == 0 {
 		return ""
 	}
 	return " (" + strings.Join(rs, ", ") + ")"
+}
+
+// conditionWhy is a condition's or an event's reason followed by its
+// message, quoted: the reason is a word a program can match
+// (Unschedulable), the message the sentence that says why ("0/2 nodes are
+// available: pod has unbound immediate PersistentVolumeClaims.").
+func conditionWhy(reason, message string) string {
+	message = strings.Join(strings.Fields(message), " ")
+	if len(message) > 300 {
+		message = message[:300] + "..."
+	}
+	switch {
+	case message == "":
+		return reason
+	case reason == "":
+		return strconv.Quote(message)
+	}
+	return reason + " " + strconv.Quote(message)
 }
 
 // lockedWriter serializes writes, so the lines of the components running

@@ -193,6 +193,9 @@ type kfix struct {
 	dsReadyAt, dsGets    int
 	slicesAt, sliceLists int
 	driverPhase          corev1.PodPhase
+	// driverUnschedulable is the scheduler's message on a driver pod it
+	// cannot place (empty: the pod is scheduled).
+	driverUnschedulable string
 	jobDoneAtUpgrade     bool
 	jobEndsAt            time.Time
 	files                map[string][]byte // PVC files by name
@@ -437,7 +440,11 @@ func (fx *kfix) makeJob() {
 			Containers: []corev1.Container{{Name: chart.DriverContainer}}},
 		Status: corev1.PodStatus{Phase: fx.driverPhase},
 	}
-	if fx.driverPhase == corev1.PodPending {
+	if fx.driverUnschedulable != "" {
+		pod.Spec.NodeName = ""
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: fx.driverUnschedulable}}
+	} else if fx.driverPhase == corev1.PodPending {
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: chart.DriverContainer,
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
 	}

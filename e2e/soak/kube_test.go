@@ -168,6 +168,22 @@ func TestKickoffAborts(t *testing.T) {
 			setup: func(fx *kfix) { fx.driverPhase = corev1.PodPending },
 			extra: []string{"--pod-timeout", "6s"},
 		},
+		{
+			// The scheduler's Message says why, its Reason only that it
+			// could not: the ABORT quotes both.
+			name: "driver-pod-unschedulable",
+			setup: func(fx *kfix) {
+				fx.driverPhase = corev1.PodPending
+				fx.driverUnschedulable = "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+			},
+			extra: []string{"--pod-timeout", "6s"},
+			check: func(t *testing.T, fx *kfix) {
+				want := `(pod/soak-sortie-driver-5kq9t is Pending (unscheduled: Unschedulable "` + fx.driverUnschedulable + `"))`
+				if !strings.Contains(abortLine(fx.stdout.String()), want) {
+					t.Errorf("the ABORT does not quote the scheduler's reason and message %s:\n%s", want, fx.stdout.String())
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,6 +204,16 @@ func TestKickoffAborts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// abortLine returns the ABORT line of out, or "".
+func abortLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "ABORT ") {
+			return l
+		}
+	}
+	return ""
 }
 
 // without drops the objects of a name.
