@@ -297,6 +297,9 @@ func (k *kickoff) run(ctx context.Context) error {
 		return k.abort(ctx, "%v", err)
 	}
 	k.started++
+	if err := k.waitReportClaim(ctx); err != nil {
+		return k.abort(ctx, "%v", err)
+	}
 
 	values := k.values(false, "")
 	if err := k.writeValues(values); err != nil {
@@ -398,7 +401,12 @@ func (k *kickoff) abort(ctx context.Context, format string, args ...any) error {
 			// Without run.env, teardown is told where the run is.
 			cmd += fmt.Sprintf(" --context %s --namespace %s --release %s", k.o.Context, k.o.Namespace, k.o.Release)
 		}
-		k.line("HINT %s removes the release (add --purge for pvc/%s)", cmd, k.pvc)
+		if k.started == 2 {
+			// The claim alone, which did not bind: it holds no run.
+			k.line("HINT pvc/%s holds no run: fix what stops it binding and run again (the claim is kept), or delete it with %s --purge", k.pvc, cmd)
+		} else {
+			k.line("HINT %s removes the release (add --purge for pvc/%s)", cmd, k.pvc)
+		}
 	}
 	if sig := cli.Signal(ctx); sig != nil {
 		return cli.Silent(cli.SignalCode(sig))
