@@ -198,14 +198,14 @@ type kfix struct {
 	// driverUnschedulable is the scheduler's message on a driver pod it
 	// cannot place (empty: the pod is scheduled).
 	driverUnschedulable string
-	jobDoneAtUpgrade     bool
-	jobEndsAt            time.Time
-	files                map[string][]byte // PVC files by name
-	provenance           ProvenanceFunc
-	stdout               lockedBuffer
-	stderr               lockedBuffer
-	duration             time.Duration
-	componentsCreated    map[string]int
+	jobDoneAtUpgrade    bool
+	jobEndsAt           time.Time
+	files               map[string][]byte // PVC files by name
+	provenance          ProvenanceFunc
+	stdout              lockedBuffer
+	stderr              lockedBuffer
+	duration            time.Duration
+	componentsCreated   map[string]int
 	// signalAt is a line after which the run gets SIGTERM.
 	signalAt  string
 	interrupt context.CancelCauseFunc
