@@ -276,16 +276,11 @@ func TestKickoffClaimWaitForFirstConsumer(t *testing.T) {
 	sc.VolumeBindingMode = &wffc
 	fx.objects = append(without(fx.objects, "standard"), sc)
 	err := fx.run(fx.runArgs(ProfileE2E)...)
-	out := fx.stdout.String()
-	for _, want := range []string{
+	wantLines(t, fx.stdout.String(),
 		"PREFLIGHT ok pvc/soak-sortie-report is absent: the run creates it with storage class standard (the default class, volumeBindingMode WaitForFirstConsumer)",
 		"STEP pvc/soak-sortie-report Pending until the driver pod is scheduled: storage class standard exists and binds on first consumer (volumeBindingMode WaitForFirstConsumer)",
 		"SOAK PASS",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if exitCode(err) != 0 {
 		t.Errorf("exit %d", exitCode(err))
 	}
@@ -299,19 +294,24 @@ func TestKickoffKeptClaim(t *testing.T) {
 	fx.pvcUnbindable = true
 	fx.objects = append(fx.objects, reportClaim("standard", corev1.ClaimBound))
 	err := fx.run(fx.runArgs(ProfileE2E)...)
-	out := fx.stdout.String()
-	for _, want := range []string{
+	wantLines(t, fx.stdout.String(),
 		"PREFLIGHT ok pvc/soak-sortie-report exists and is Bound to volume pvc-0a1b2c3d (storage class standard)",
 		"STEP pvc/soak-sortie-report kept: it exists (storage class standard)",
 		"STEP pvc/soak-sortie-report Bound to volume pvc-0a1b2c3d",
 		"SOAK PASS",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if exitCode(err) != 0 || strings.Contains(fx.rec.String(), "create persistentvolumeclaims") {
 		t.Errorf("exit %d; a claim was created beside the kept one:\n%s", exitCode(err), fx.rec.String())
+	}
+}
+
+// wantLines checks that out holds each of want.
+func wantLines(t *testing.T, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
 	}
 }
 
