@@ -195,10 +195,11 @@ func TestIntegrationDriverKilled(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "report.json")); err == nil {
 		t.Errorf("a killed driver left a report")
 	}
-	execs, bad, err := record.ReadStreamFile(stream)
+	src, err := record.ReadStreamFile(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
+	execs, bad := record.Plain(src.All), len(src.Skipped)
 	if bad > 1 || len(execs) < 4 || len(execs) == 10 {
 		t.Fatalf("stream of a killed driver: %d whole lines (%v), %d bad; want at least 4, not all 10, and at most 1 bad", len(execs), labelsOf(execs), bad)
 	}
@@ -230,7 +231,11 @@ func TestIntegrationDriverKilled(t *testing.T) {
 	if !bytes.HasPrefix(after, before) || after[len(before)] != '\n' {
 		t.Fatalf("the stream was not appended to after a newline closing the torn line")
 	}
-	execs2, bad2, _ := record.ReadStreamFile(stream)
+	src2, err := record.ReadStreamFile(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs2, bad2 := record.Plain(src2.All), len(src2.Skipped)
 	if bad2 != 1 || len(execs2) != len(execs)+10 {
 		t.Errorf("after the second run: %d whole lines and %d bad, want %d and 1", len(execs2), bad2, len(execs)+10)
 	}
@@ -257,10 +262,11 @@ func TestIntegrationDriverSignal(t *testing.T) {
 	if code := p.wait(t, 30*time.Second); code != 1 {
 		t.Fatalf("exit %d, want 1\n%s", code, p.Stderr())
 	}
-	rep, err := record.ReadFile(out)
+	src, err := record.ReadReportFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep := src.Report()
 	if rep.Pass || !rep.Cancelled || len(rep.Executions) != 3 || !rep.Executions[2].NotRun {
 		t.Errorf("report of an interrupted run: pass=%v cancelled=%v executions=%v", rep.Pass, rep.Cancelled, labelsOf(rep.Executions))
 	}
@@ -302,10 +308,11 @@ func TestIntegrationDriverStopped(t *testing.T) {
 	if code := p.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d, want 0\n%s", code, p.Stderr())
 	}
-	rep, err := record.ReadFile(out)
+	src, err := record.ReadReportFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep := src.Report()
 	e := rep.Executions[0]
 	if !e.Pass || len(e.BackendErrors) != 0 || len(e.Results) != 2 || e.Totals[record.HTTP2xx] != 8 {
 		t.Errorf("after the driver resumed: %+v", e)

@@ -175,11 +175,11 @@ func TestIntegrationRampAndStaircase(t *testing.T) {
 		t.Errorf("target served %d, want %d", got, want)
 	}
 	// --json: stdout is the report and nothing else.
-	rep, err := record.ReadReport(strings.NewReader(res.stdout))
+	src, err := record.ReadReport(strings.NewReader(res.stdout))
 	if err != nil {
 		t.Fatalf("stdout is not a report: %v\n%s", err, res.stdout)
 	}
-	if d := cmp.Diff(res.report, rep); d != "" {
+	if d := cmp.Diff(res.report, src.Report()); d != "" {
 		t.Errorf("stdout report differs from the file (-file +stdout):\n%s", d)
 	}
 	if !strings.Contains(res.stderr, "  running ramp (10 rps per backend for 2s, ramp 1s) on ") {

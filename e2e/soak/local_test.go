@@ -73,8 +73,8 @@ func runSoakLocal(t *testing.T, args ...string) localRun {
 	} else if err != nil {
 		t.Fatalf("soak local: %v\n%s", err, stderr.String())
 	}
-	if rep, err := record.ReadFile(filepath.Join(r.dir, reportFile)); err == nil {
-		r.report = rep
+	if src, err := record.ReadReportFile(filepath.Join(r.dir, reportFile)); err == nil {
+		r.report = src.Report()
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
