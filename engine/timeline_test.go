@@ -11,9 +11,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
@@ -139,7 +141,9 @@ const (
 // faultServer answers each request with an action drawn from weights,
 // from one seeded source. With flap, its listener is closed and opened
 // again on the same port every 150 ms (connections in hand stay), so
-// that some connects are refused.
+// that some connects are refused. A bound socket that never listens holds
+// the port meanwhile (SO_REUSEPORT on both), so no other test's listener
+// can take it, and a connect finds nobody.
 type faultServer struct {
 	addr    string
 	mu      sync.Mutex
@@ -149,13 +153,43 @@ type faultServer struct {
 	done    chan struct{}
 }
 
+// reusePort is a ListenConfig whose sockets share their port.
+var reusePort = net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}}
+
+// holdPort binds a socket to addr without listening, with SO_REUSEPORT.
+func holdPort(t *testing.T, addr *net.TCPAddr) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte(addr.IP.To4()), Port: addr.Port}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newFaultServer(t *testing.T, seed uint64, weights [numActs]int, flap bool) *faultServer {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := reusePort.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &faultServer{addr: lis.Addr().String(), rng: rand.New(rand.NewPCG(seed, 7)), weights: weights, done: make(chan struct{})}
+	if flap {
+		holdPort(t, lis.Addr().(*net.TCPAddr))
+	}
 	var lmu sync.Mutex
 	current := lis
 	s.wg.Add(1)
@@ -171,9 +205,9 @@ func newFaultServer(t *testing.T, seed uint64, weights [numActs]int, flap bool) 
 				return
 			case <-time.After(150 * time.Millisecond):
 			}
-			// Gone for a moment; if the port cannot be had again, it
-			// stays closed, and every later connect is refused.
-			l, _ = net.Listen("tcp", s.addr)
+			// If the port cannot be listened on again, it stays
+			// closed: every later connect is refused.
+			l, _ = reusePort.Listen(context.Background(), "tcp", s.addr)
 			lmu.Lock()
 			current = l
 			lmu.Unlock()
