@@ -335,6 +335,9 @@ func TestTimelineProperty(t *testing.T) {
 		}
 		flap := rng.IntN(3) == 0
 		r := req(fmt.Sprint("prop-", seed), "", rates[rng.IntN(len(rates))], time.Second+time.Duration(rng.IntN(3))*200*time.Millisecond)
+		if seed%3 == 0 {
+			r.Ramp = durationpb.New(400 * time.Millisecond)
+		}
 		r.Workers = uint32(1 + rng.IntN(3))
 		r.Connections = uint32(2 + rng.IntN(6))
 		r.MaxPendingRequests = uint32(1 + rng.IntN(4))
@@ -356,8 +359,8 @@ func TestTimelineProperty(t *testing.T) {
 			te := startEngine(t, Options{})
 			got := te.execute(t, r)
 			buckets, samples := checkTimeline(t, got, srv.addr)
-			t.Logf("rate %d x %d workers, %v, width %v, weights %v, flap %v: %d buckets, %d samples, counters %v",
-				r.Rate, r.Workers, r.Duration.AsDuration(), got.started.GetBucketWidth().AsDuration(), weights, flap,
+			t.Logf("rate %d x %d workers, %v (ramp %v), width %v, weights %v, flap %v: %d buckets, %d samples, counters %v",
+				r.Rate, r.Workers, r.Duration.AsDuration(), r.Ramp.AsDuration(), got.started.GetBucketWidth().AsDuration(), weights, flap,
 				len(buckets), len(samples), got.result.GetCounters())
 		})
 	}
@@ -550,5 +553,33 @@ func TestNoProgressNoTimeline(t *testing.T) {
 	}
 	if got.started.GetBuckets() != 1 || got.started.GetBucketWidth().AsDuration() != time.Second || got.started.GetSampleBudget() != defaultSampleBudget {
 		t.Errorf("Started %v: want 1 bucket of 1 s and the default budget", got.started)
+	}
+}
+
+// A rate slower than the buckets leaves most of them empty: they are sent
+// all the same, and the pacer's end (its next due time past the last
+// bucket) closes exactly the execution's buckets.
+func TestTimelineSparse(t *testing.T) {
+	t.Parallel()
+	srv := okServer(t)
+	te := startEngine(t, Options{})
+	// 2/s for 1 s: requests due at 0 and 500 ms, in buckets 0 and 5 of
+	// 100 ms; the next due time, 1 s, would be bucket 10.
+	r := req("sparse", srv.URL, 2, time.Second)
+	r.BucketWidth = durationpb.New(100 * time.Millisecond)
+	r.ProgressInterval = durationpb.New(50 * time.Millisecond)
+	got := te.execute(t, r)
+	buckets, _ := checkTimeline(t, got, "")
+	if len(buckets) != 6 {
+		t.Fatalf("%d buckets, want 6", len(buckets))
+	}
+	for _, b := range buckets {
+		want := uint64(0)
+		if b.Index == 0 || b.Index == 5 {
+			want = 1
+		}
+		if b.Counters[record.HTTP2xx] != want || len(b.Counters) > int(want) {
+			t.Errorf("bucket %d: counters %v, want %d 2xx", b.Index, b.Counters, want)
+		}
 	}
 }

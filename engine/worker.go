@@ -185,7 +185,9 @@ func (w *worker) paced(i uint64, stopped bool) {
 	tl := &w.stats.tl
 	p := w.spec.pacer
 	to := tl.x.n
-	if !stopped {
+	if !stopped && i < p.Planned() {
+		// Not past the last bucket: the offset of request Planned (the
+		// schedule extended) may lie beyond it.
 		to = bucketOf(int64(p.Offset(i)), tl.width)
 	}
 	if w.pm.n == 0 && w.pm.late == 0 && to <= tl.closedTo {
