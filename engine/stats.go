@@ -197,18 +197,13 @@ func (s *workerStats) response(code int, due, end, inHand int64, c *conn) {
 	if class == 1 && s.window != nil {
 		s.window.add(latency)
 	}
-	b := s.tl.get(bucketOf(due, s.tl.width))
-	b.counts[id]++
-	switch id {
-	case cHTTP2xx:
-		b.latency().record(latency)
-	case cHTTP4xx, cHTTP5xx:
+	b := s.tl.answer(due, id, latency)
+	if id == cHTTP4xx || id == cHTTP5xx {
 		f := failSample{due: due, at: end, status: uint16(code), class: uint8(id), reason: noDetail, phase: noDetail}
 		c.describe(&f)
 		s.sampleLocked(b, f)
 	}
-	b.pending--
-	s.tl.settle(b)
+	s.tl.done(b)
 	s.mu.Unlock()
 }
 
@@ -226,17 +221,9 @@ func (s *workerStats) fail(f failSample) {
 	}
 	s.outcomeAt(f.at)
 	s.mu.Lock()
-	b := s.tl.get(bucketOf(f.due, s.tl.width))
-	b.counts[f.class]++
-	if f.reason != noDetail {
-		b.counts[f.reason]++
-	}
-	if f.phase != noDetail {
-		b.counts[f.phase]++
-	}
+	b := s.tl.fail(&f)
 	s.sampleLocked(b, f)
-	b.pending--
-	s.tl.settle(b)
+	s.tl.done(b)
 	s.mu.Unlock()
 }
 

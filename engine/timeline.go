@@ -201,6 +201,36 @@ func (t *workerTimeline) grow(span int) {
 	t.ring = ring
 }
 
+// answer counts a response of class id to the request due at due in its
+// bucket, a 2xx's latency too, and returns the bucket for done.
+func (t *workerTimeline) answer(due int64, id counterID, latency int64) *openBucket {
+	b := t.get(bucketOf(due, t.width))
+	b.counts[id]++
+	if id == cHTTP2xx {
+		b.latency().record(latency)
+	}
+	return b
+}
+
+// fail counts failure f in its bucket and returns the bucket for done.
+func (t *workerTimeline) fail(f *failSample) *openBucket {
+	b := t.get(bucketOf(f.due, t.width))
+	b.counts[f.class]++
+	if f.reason != noDetail {
+		b.counts[f.reason]++
+	}
+	if f.phase != noDetail {
+		b.counts[f.phase]++
+	}
+	return b
+}
+
+// done ends an outcome counted in b: one request less pending.
+func (t *workerTimeline) done(b *openBucket) {
+	b.pending--
+	t.settle(b)
+}
+
 // settle hands b to the execution once it is closed and nothing in it
 // is pending.
 func (t *workerTimeline) settle(b *openBucket) {
