@@ -10,6 +10,11 @@
 // by a cancel and said so in Result.unsent. Latency runs from the due
 // time, so time spent waiting for a connection is in it.
 //
+// Every execution also keeps a timeline (timeline.go): its counters per
+// bucket of due time, and a sample of each failure up to a budget, both
+// streamed with Progress as they become final, so the record of a run is
+// written while it goes and sums to its Result exactly.
+//
 // The engine is built for hours of low, exact load at little cost: no
 // goroutine or allocation per request, one goroutine per connection, and a
 // pacer that blocks between requests.
