@@ -366,12 +366,20 @@ func TestTimelineProperty(t *testing.T) {
 	}
 }
 
-func TestSampleBudget(t *testing.T) {
-	t.Parallel()
+// statusServer answers every request with code, keeping connections
+// alive.
+func statusServer(t *testing.T, code int) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
+		w.WriteHeader(code)
 	}))
 	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestSampleBudget(t *testing.T) {
+	t.Parallel()
+	srv := statusServer(t, http.StatusServiceUnavailable)
 	te := startEngine(t, Options{})
 	r := req("budget", srv.URL, 200, 500*time.Millisecond)
 	r.SampleBudget = 30
@@ -416,10 +424,7 @@ func TestSampleFields(t *testing.T) {
 	})
 	t.Run("status on one connection", func(t *testing.T) {
 		t.Parallel()
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(http.StatusTooManyRequests)
-		}))
-		t.Cleanup(srv.Close)
+		srv := statusServer(t, http.StatusTooManyRequests)
 		te := startEngine(t, Options{})
 		r := req("fields-status", srv.URL, 20, 500*time.Millisecond)
 		r.Connections = 1
