@@ -588,3 +588,38 @@ func TestTimelineSparse(t *testing.T) {
 		}
 	}
 }
+
+// A request never answered holds its bucket until the drain ends; the
+// buckets after it are final, and sent, as soon as their own requests are
+// answered, so they come first.
+func TestTimelineHeldBucket(t *testing.T) {
+	t.Parallel()
+	srv := newRawServer(t, func(c net.Conn, n int64) {
+		br := bufio.NewReader(c)
+		for readRequest(br) == nil {
+			if n == 1 {
+				// The first connection's request: never answered.
+				_, _ = io.Copy(io.Discard, c)
+				return
+			}
+			if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+				return
+			}
+		}
+	})
+	te := startEngine(t, Options{})
+	r := req("held", srv.url(), 20, time.Second)
+	r.BucketWidth = durationpb.New(100 * time.Millisecond)
+	r.ProgressInterval = durationpb.New(50 * time.Millisecond)
+	// Time enough for every answered request; then the drain gives up.
+	r.Timeout = durationpb.New(3 * time.Second)
+	got := te.execute(t, r)
+	buckets, samples := checkTimeline(t, got, srv.lis.Addr().String())
+	wantCounters(t, got.result, map[string]uint64{record.HTTP2xx: 19, record.InflightLost: 1})
+	if buckets[len(buckets)-1].Index != 0 || buckets[len(buckets)-1].Counters[record.InflightLost] != 1 {
+		t.Errorf("last bucket sent %+v, want bucket 0 with the lost request", buckets[len(buckets)-1])
+	}
+	if len(samples) != 1 || samples[0].Bucket != 0 || samples[0].Remote != srv.lis.Addr().String() {
+		t.Errorf("samples %+v, want the lost request of bucket 0 on its connection", samples)
+	}
+}
