@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/engine/pacer"
 )
 
@@ -315,5 +318,27 @@ func BenchmarkTimelineBytesPerBucket(b *testing.B) {
 			b.ReportMetric(perBucket, "B/bucket")
 			b.ReportMetric(perBucket*n*8/(1<<20), "MiB/8-executions")
 		})
+	}
+}
+
+// BenchmarkStreamBucket is what streaming costs per bucket: finalizing
+// it, taking it for a Progress and encoding it as gRPC does. At the soak
+// shape (8 executions, 1 s buckets) that is 8 a second.
+func BenchmarkStreamBucket(b *testing.B) {
+	tl := newTimeline(time.Second, uint32(b.N), 1, defaultSampleBudget)
+	var ob openBucket
+	b.ReportAllocs()
+	b.ResetTimer()
+	for k := range uint32(b.N) {
+		ob.reset(k)
+		ob.counts[cHTTP2xx] = 9
+		for i := range 9 {
+			ob.latency().record(int64(500_000 + i*10_000))
+		}
+		tl.contribute(&ob)
+		bs, ss, _ := tl.take(maxPerProgress)
+		if _, err := proto.Marshal(&enginev1.Progress{Buckets: bs, FailureSamples: ss}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
