@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/sortie-soak/sortie/driver"
+	"github.com/sortie-soak/sortie/e2e/soak/lab"
 	"github.com/sortie-soak/sortie/engine"
 	"github.com/sortie-soak/sortie/fixture"
 	"github.com/sortie-soak/sortie/gate"
@@ -22,6 +23,7 @@ Commands:
   local    run the whole soak loop on this machine (see soak local --help)
   run      launch a run on a Kubernetes cluster: soak run e2e|soak (see soak run --help)
   teardown remove a run's release once its verdict is saved (see soak teardown --help)
+  lab      a real Kubernetes cluster on this machine: soak lab up|down|status|build (see soak lab --help)
 
 The soak binary also carries the programs a local run starts as its child
 processes, so one binary is all a run needs:
@@ -77,6 +79,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runKube(ctx, RealKubeEnv(), rest, stdout, stderr)
 	case "teardown":
 		return runTeardown(ctx, RealKubeEnv(), rest, stdout, stderr)
+	case "lab":
+		return lab.Run(ctx, lab.RealEnv(), rest, stdout, stderr)
 	case "engine":
 		return engine.Run(ctx, rest, stdout, stderr)
 	case "target":
