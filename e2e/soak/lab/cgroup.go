@@ -73,10 +73,25 @@ func copyCpuset(parent, dir string) error {
 	return nil
 }
 
-// LabCgroups lists the cgroups of the lab that exist: the nodes' roots and
-// everything below them (kubepods, its QoS classes, pods, containers).
-func LabCgroups() ([]string, error) {
+// cgroupMounts returns every cgroup mount: the hierarchies and, on a
+// hybrid machine, the unified mount too, where runc makes the containers'
+// cgroups besides the v1 ones.
+func cgroupMounts() ([]string, error) {
 	hs, err := cgroupHierarchies()
+	if err != nil || len(hs) == 1 && hs[0] == CgroupFS {
+		return hs, err
+	}
+	if st, err := os.Stat(filepath.Join(CgroupFS, "unified")); err == nil && st.IsDir() {
+		hs = append(hs, filepath.Join(CgroupFS, "unified"))
+	}
+	return hs, nil
+}
+
+// LabCgroups lists the cgroups of the lab that exist: the nodes' roots and
+// everything below them (kubepods, its QoS classes, pods, containers), in
+// every cgroup mount.
+func LabCgroups() ([]string, error) {
+	hs, err := cgroupMounts()
 	if err != nil {
 		return nil, err
 	}

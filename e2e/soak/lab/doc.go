@@ -26,8 +26,10 @@
 //   - the pod network has no default route, only routes to the Service
 //     range, the lab's bridge and the other nodes' pods, and nothing
 //     masquerades it (the CNI's ipMasq is off and the lab adds no NAT rule);
-//   - the FORWARD chain drops pod traffic that would leave by an interface
-//     the lab did not make, and traffic to pods that came in by one;
+//   - a FORWARD rule (in the mangle table, which forwarded packets pass
+//     before kube-proxy's filter rules) drops pod traffic that would leave
+//     by an interface the lab did not make, and traffic to the pods that
+//     comes in by one;
 //   - CoreDNS has no forward plugin: no name is looked up off the machine;
 //   - every registry name containerd may be asked for resolves to the
 //     loopback registry, and containerd's own proxy is a closed loopback

@@ -40,11 +40,16 @@ func (r Rule) String() string { return strings.Join(r.Command("-A"), " ") }
 // pod traffic is never masqueraded. Traffic between pods, between pods and
 // the host's own addresses (the API server, the lab's bridge), and to
 // Services (which kube-proxy turns into traffic to pods) stays allowed.
+//
+// They are in the mangle table's FORWARD chain, which a forwarded packet
+// passes before the filter table's: kube-proxy puts its jumps at the top
+// of filter's FORWARD, and its KUBE-FORWARD chain accepts marked and
+// established traffic there before a drop below it would be reached.
 func Rules() []Rule {
 	bridges := PodBridgePrefix + "+"
 	mark := []string{"-m", "comment", "--comment", RuleComment}
 	drop := func(v6 bool, spec ...string) Rule {
-		return Rule{IPv6: v6, Table: "filter", Chain: "FORWARD", Spec: append(append(spec, mark...), "-j", "DROP")}
+		return Rule{IPv6: v6, Table: "mangle", Chain: "FORWARD", Spec: append(append(spec, mark...), "-j", "DROP")}
 	}
 	return []Rule{
 		drop(false, "-s", ClusterCIDR, "!", "-o", bridges),

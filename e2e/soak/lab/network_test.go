@@ -8,11 +8,16 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// TestRulesNoNAT: the lab adds no NAT, and its drops are in mangle's
+// FORWARD, which every forwarded packet passes before filter's: kube-proxy
+// inserts its own FORWARD jumps at the top of filter, and its KUBE-FORWARD
+// chain accepts marked and established traffic, which would otherwise get
+// past a drop in filter.
 func TestRulesNoNAT(t *testing.T) {
 	for _, r := range Rules() {
 		s := r.String()
-		if r.Table != "filter" {
-			t.Errorf("rule in table %s: %s (the lab adds no NAT)", r.Table, s)
+		if r.Table != "mangle" || r.Chain != "FORWARD" {
+			t.Errorf("rule in %s %s, want mangle FORWARD: %s", r.Table, r.Chain, s)
 		}
 		for _, target := range []string{"MASQUERADE", "SNAT", "DNAT", "ACCEPT"} {
 			if slices.Contains(r.Spec, target) {
@@ -30,8 +35,8 @@ func TestRulesNoNAT(t *testing.T) {
 // one drops what comes in to it by one.
 func TestForwardDropsPodTrafficLeaving(t *testing.T) {
 	want := map[string]bool{
-		"iptables -w -t filter -A FORWARD -s 10.244.0.0/16 ! -o sortiebr+ -m comment --comment sortie-lab -j DROP": false,
-		"iptables -w -t filter -A FORWARD -d 10.244.0.0/16 ! -i sortiebr+ -m comment --comment sortie-lab -j DROP": false,
+		"iptables -w -t mangle -A FORWARD -s 10.244.0.0/16 ! -o sortiebr+ -m comment --comment sortie-lab -j DROP": false,
+		"iptables -w -t mangle -A FORWARD -d 10.244.0.0/16 ! -i sortiebr+ -m comment --comment sortie-lab -j DROP": false,
 	}
 	for _, r := range Rules() {
 		if _, ok := want[r.String()]; ok {
@@ -48,7 +53,7 @@ func TestForwardDropsPodTrafficLeaving(t *testing.T) {
 func TestRuleCommandInsertsFirst(t *testing.T) {
 	r := Rules()[0]
 	got := r.Command("-I")
-	if d := cmp.Diff([]string{"iptables", "-w", "-t", "filter", "-I", "FORWARD", "1"}, got[:7]); d != "" {
+	if d := cmp.Diff([]string{"iptables", "-w", "-t", "mangle", "-I", "FORWARD", "1"}, got[:7]); d != "" {
 		t.Errorf("insert (-want +got):\n%s", d)
 	}
 	if got := Rules()[2].Command("-D")[0]; got != "ip6tables" {
