@@ -25,14 +25,33 @@ func writeSysctl(key, value string) error {
 }
 
 // Baseline is what the machine had before `up` changed it: the values of
-// the kernel settings the lab's processes may change, and the network
-// namespaces that existed already (down removes only the others).
+// the kernel settings the lab's processes may change, the network
+// namespaces and the HostPaths that existed already (down removes only
+// the others).
 type Baseline struct {
-	Sysctls map[string]string `json:"sysctls"`
-	Netns   []string          `json:"netns"`
+	Sysctls   map[string]string `json:"sysctls"`
+	Netns     []string          `json:"netns"`
+	HostPaths []string          `json:"host_paths"`
 }
 
 func (b Baseline) hasNetns(name string) bool { return slices.Contains(b.Netns, name) }
+
+// HostPaths are the directories outside the state directory that the
+// cluster's components make whatever they are told: the kubelet's
+// device-plugin socket directory (a constant of the kubelet), its log links,
+// the CNI plugins' result cache and containerd's shim socket directory.
+var HostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/lib/cni", "/run/containerd"}
+
+// existingHostPaths returns the HostPaths that exist.
+func existingHostPaths() []string {
+	var out []string
+	for _, p := range HostPaths {
+		if _, err := os.Lstat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // SaveBaseline records the baseline, unless a record exists already: a
 // record left by an `up` whose `down` never finished holds the machine's
@@ -41,7 +60,7 @@ func SaveBaseline(l Layout) error {
 	if _, err := os.Stat(l.Saved()); err == nil {
 		return nil
 	}
-	b := Baseline{Sysctls: map[string]string{}, Netns: readNetns()}
+	b := Baseline{Sysctls: map[string]string{}, Netns: readNetns(), HostPaths: existingHostPaths()}
 	for _, k := range Sysctls {
 		if v, err := readSysctl(k); err == nil {
 			b.Sysctls[k] = v

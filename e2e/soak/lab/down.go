@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -261,7 +262,8 @@ func (b *lab) removeMounts() {
 // removeFiles removes the cluster's data (each up starts empty) once
 // nothing is mounted there any more, and the kubelets' log links.
 func (b *lab) removeFiles() {
-	if mounts, err := readMounts(); err != nil || len(mountsUnder(mounts, b.o.State)) > 0 {
+	mounts, err := readMounts()
+	if err != nil || len(mountsUnder(mounts, b.o.State)) > 0 {
 		b.line("WARNING mounts remain under %s: its data is kept", b.o.State)
 		return
 	}
@@ -275,6 +277,28 @@ func (b *lab) removeFiles() {
 	for _, p := range links {
 		if t, err := os.Readlink(p); err == nil && under(t, b.o.State) {
 			_ = os.Remove(p)
+		}
+	}
+	b.removeHostPaths(mounts)
+}
+
+// removeHostPaths removes the HostPaths the cluster made (those the
+// baseline did not find), unless something is mounted below one.
+func (b *lab) removeHostPaths(mounts []string) {
+	base, err := ReadBaseline(b.l)
+	if err != nil {
+		return
+	}
+	for _, p := range existingHostPaths() {
+		if slices.Contains(base.HostPaths, p) {
+			continue
+		}
+		if len(mountsUnder(mounts, p)) > 0 {
+			b.line("WARNING mounts remain under %s: it is kept", p)
+			continue
+		}
+		if err := os.RemoveAll(p); err == nil {
+			b.line("REMOVED %s", p)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,8 @@ type System struct {
 	Sysctls map[string]string
 	// LogLinks are the symlinks in ContainerLogLinks with their targets.
 	LogLinks map[string]string
+	// HostPaths are the HostPaths that exist.
+	HostPaths []string
 }
 
 // ProcInfo is one process of the machine.
@@ -102,6 +105,13 @@ func FindLeftovers(s System, state, cache string) []Leftover {
 	for _, k := range sortedKeys(s.LogLinks) {
 		if under(s.LogLinks[k], state) {
 			add("file", "%s -> %s", k, s.LogLinks[k])
+		}
+	}
+	if s.Baseline.Sysctls != nil { // a lab came up: its baseline was saved
+		for _, p := range s.HostPaths {
+			if !slices.Contains(s.Baseline.HostPaths, p) {
+				add("file", "%s (made by the cluster)", p)
+			}
 		}
 	}
 	return out
@@ -236,6 +246,7 @@ func ReadSystem(ctx context.Context, x Exec, l Layout) (System, error) {
 			s.LogLinks[p] = t
 		}
 	}
+	s.HostPaths = existingHostPaths()
 	return s, nil
 }
 

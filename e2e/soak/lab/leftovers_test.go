@@ -59,6 +59,8 @@ func TestFindLeftoversEveryKind(t *testing.T) {
 	s.Cgroups = []string{"/sys/fs/cgroup/memory/sortie-lab-1"}
 	s.Sysctls["net/ipv4/ip_forward"] = "1"
 	s.LogLinks["/var/log/containers/y.log"] = testState + "/var/pod-logs-1/y/0.log"
+	s.HostPaths = []string{"/var/lib/kubelet", "/var/lib/cni"}
+	s.Baseline.HostPaths = []string{"/var/lib/cni"}
 
 	var got []string
 	for _, l := range FindLeftovers(s, testState, testCache) {
@@ -79,6 +81,7 @@ func TestFindLeftoversEveryKind(t *testing.T) {
 		"cgroup /sys/fs/cgroup/memory/sortie-lab-1",
 		"sysctl net/ipv4/ip_forward=1 (was 0)",
 		"file /var/log/containers/y.log -> " + testState + "/var/pod-logs-1/y/0.log",
+		"file /var/lib/kubelet (made by the cluster)",
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
