@@ -73,10 +73,12 @@ func EnsurePackages(ctx context.Context, x Exec, install bool, out io.Writer) er
 	if !install {
 		return fmt.Errorf("Debian packages not installed at their pinned versions: %s (run soak lab up --packages install, or apt-get install them)", joinPackages(missing))
 	}
-	if out, err := x.Run(ctx, "apt-get", "update", "-q"); err != nil {
+	// No question may wait for an answer: there is no one to give it.
+	apt := []string{"env", "DEBIAN_FRONTEND=noninteractive", "apt-get"}
+	if out, err := x.Run(ctx, append(apt, "update", "-q")...); err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(out, 20))
 	}
-	args := []string{"apt-get", "install", "-y", "-q", "--no-install-recommends", "--allow-downgrades"}
+	args := append(apt, "install", "-y", "-q", "--no-install-recommends", "--allow-downgrades")
 	for _, p := range missing {
 		args = append(args, p.String())
 	}

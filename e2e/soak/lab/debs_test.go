@@ -1,6 +1,10 @@
 package lab
 
 import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -34,5 +38,54 @@ func TestPackagesPinned(t *testing.T) {
 		if !names[n] {
 			t.Errorf("%s is not among the pinned packages", n)
 		}
+	}
+}
+
+// recordExec answers dpkg-query with status and records every command.
+type recordExec struct {
+	status string
+	cmds   []string
+}
+
+func (r *recordExec) Run(_ context.Context, args ...string) ([]byte, error) {
+	r.cmds = append(r.cmds, strings.Join(args, " "))
+	if args[0] == "dpkg-query" {
+		return []byte(r.status), nil
+	}
+	return nil, nil
+}
+
+func TestEnsurePackages(t *testing.T) {
+	var all strings.Builder
+	for _, p := range Packages {
+		fmt.Fprintf(&all, "%s installed %s\n", p.Name, p.Version)
+	}
+	x := &recordExec{status: all.String()}
+	var out bytes.Buffer
+	if err := EnsurePackages(context.Background(), x, true, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(x.cmds) != 1 || !strings.HasPrefix(out.String(), "PACKAGES ok ") {
+		t.Errorf("all installed: ran %q, said %q; want one dpkg-query and PACKAGES ok", x.cmds, out.String())
+	}
+
+	x = &recordExec{status: strings.Replace(all.String(), "runc installed", "runc deinstall", 1)}
+	out.Reset()
+	if err := EnsurePackages(context.Background(), x, false, &out); err == nil || !strings.Contains(err.Error(), "runc=") {
+		t.Errorf("check with runc missing: %v; want an error naming runc's pin", err)
+	}
+	if len(x.cmds) != 1 {
+		t.Errorf("check ran %q; want dpkg-query only", x.cmds)
+	}
+	x.cmds = nil
+	if err := EnsurePackages(context.Background(), x, true, &out); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"env DEBIAN_FRONTEND=noninteractive apt-get update -q",
+		"env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends --allow-downgrades runc=1.1.5+ds1-1+deb12u1",
+	}
+	if d := cmp.Diff(want, x.cmds[1:]); d != "" {
+		t.Errorf("install (-want +got):\n%s", d)
 	}
 }
