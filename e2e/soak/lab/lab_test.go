@@ -14,9 +14,12 @@ package lab_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,8 +27,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/sortie-soak/sortie/e2e/soak"
 	"github.com/sortie-soak/sortie/e2e/soak/lab"
+	"github.com/sortie-soak/sortie/internal/kube"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -194,5 +203,197 @@ func teardown(t *testing.T, run string) {
 	var out bytes.Buffer
 	if err := soak.Run(context.Background(), args, &out, &out); err != nil {
 		t.Errorf("soak teardown: %v\n%s", err, out.String())
+	}
+}
+
+// TestIntegrationLabNetwork holds the running lab to its network rules:
+// servers on loopback or the lab's bridge only; no pod has a default
+// route; the lab's drops come before any other FORWARD rule and nothing
+// masquerades the pods; CoreDNS answers the cluster's names and no other;
+// an image named by a public registry is looked for in the loopback
+// registry only. Every packet it sends goes to this machine's own
+// addresses: the DNS queries to the cluster's DNS Service, the pull to the
+// loopback registry.
+func TestIntegrationLabNetwork(t *testing.T) {
+	m := theLab(t)
+	state := filepath.Dir(m.Kubeconfig)
+	procs, err := lab.Procs(lab.Layout{State: state, Nodes: len(m.Nodes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := lab.Listeners(procs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) < 10 {
+		t.Errorf("only %d listening sockets found for the lab's processes: %v", len(ls), ls)
+	}
+	for _, l := range lab.OffLab(ls) {
+		t.Errorf("listens off loopback and the lab's bridge: %s", l)
+	}
+	t.Logf("LISTEN %d sockets of the lab's processes, all on 127.0.0.0/8 or %s", len(ls), lab.LabNet)
+	t.Run("pod routes", func(t *testing.T) { checkPodRoutes(t) })
+	t.Run("rules", func(t *testing.T) { checkRuleOrder(t) })
+	t.Run("dns", func(t *testing.T) { checkDNS(t) })
+	t.Run("pull", func(t *testing.T) { checkPull(t, m) })
+}
+
+// checkPodRoutes: no pod network namespace has a default route.
+func checkPodRoutes(t *testing.T) {
+	nss, _ := filepath.Glob(filepath.Join(lab.NetnsDir, "cni-*"))
+	if len(nss) == 0 {
+		t.Fatal("no pod network namespace")
+	}
+	for _, ns := range nss {
+		out, err := exec.Command("ip", "netns", "exec", filepath.Base(ns), "ip", "route", "show").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v: %s", ns, err, out)
+		}
+		if strings.Contains(string(out), "default") || !strings.Contains(string(out), lab.ServiceCIDR) {
+			t.Errorf("%s routes:\n%s", ns, out)
+		}
+	}
+	t.Logf("NETWORK %d pod namespaces, none with a default route", len(nss))
+}
+
+// checkRuleOrder: the lab's drops are the first rules of mangle FORWARD,
+// and no NAT rule masquerades the pod network by its source.
+func checkRuleOrder(t *testing.T) {
+	out, err := exec.Command("iptables", "-w", "-t", "mangle", "-S", "FORWARD").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var v4 int
+	for _, r := range lab.Rules() {
+		if !r.IPv6 {
+			v4++
+		}
+	}
+	if len(lines) < 1+v4 {
+		t.Fatalf("mangle FORWARD:\n%s", out)
+	}
+	for _, l := range lines[1 : 1+v4] {
+		if !strings.Contains(l, "--comment "+lab.RuleComment) || !strings.HasSuffix(l, "-j DROP") {
+			t.Errorf("mangle FORWARD does not start with the lab's drops:\n%s", out)
+		}
+	}
+	nat, err := exec.Command("iptables", "-w", "-t", "nat", "-S").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, nat)
+	}
+	for _, l := range strings.Split(string(nat), "\n") {
+		if strings.Contains(l, "-s "+lab.ClusterCIDR) && strings.Contains(l, "MASQUERADE") {
+			t.Errorf("the pod network is masqueraded: %s", l)
+		}
+	}
+}
+
+// checkDNS asks the cluster's DNS Service for a cluster name and a name
+// outside the cluster.
+func checkDNS(t *testing.T) {
+	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, net.JoinHostPort(lab.DNSServiceIP, "53"))
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addrs, err := r.LookupHost(ctx, "kubernetes.default.svc."+lab.ClusterDomain+".")
+	if err != nil || !slices.Contains(addrs, lab.APIServiceIP) {
+		t.Errorf("kubernetes.default: %v, %v; want %s", addrs, err, lab.APIServiceIP)
+	}
+	t0 := time.Now()
+	addrs, err = r.LookupHost(ctx, "sortie-lab-check.example.com.")
+	var de *net.DNSError
+	if err == nil || !errors.As(err, &de) || de.IsTimeout {
+		t.Fatalf("a name outside the cluster: %v, %v; want an answer from CoreDNS itself that it has none", addrs, err)
+	}
+	// (The error names the machine's resolver; the query went to the
+	// cluster's, by the Dial above.)
+	t.Logf("DNS kubernetes.default=%s; a name outside the cluster: %q from %s after %s", lab.APIServiceIP, de.Err, lab.DNSServiceIP, time.Since(t0).Round(time.Millisecond))
+}
+
+// checkAskedLoopback: the pull was refused by the loopback registry (its
+// log has the request, for the name of Docker Hub), not by a closed proxy
+// or a timeout.
+func checkAskedLoopback(t *testing.T, state, msg string) {
+	t.Helper()
+	if !strings.Contains(msg, "not found") {
+		t.Errorf("the pull failed, but not with the registry's not found: %s", msg)
+	}
+	b, err := os.ReadFile(filepath.Join(state, "logs", "registry.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "/v2/library/busybox/manifests/1.36?ns=docker.io 404") {
+		t.Errorf("the loopback registry was not asked for docker.io/library/busybox:1.36; the pull said: %s", msg)
+	}
+	t.Logf("PULL docker.io/library/busybox:1.36 asked the loopback registry: %s", msg)
+}
+
+// checkPull runs a pod whose image is named by Docker Hub and waits for its
+// pull to fail at the loopback registry.
+func checkPull(t *testing.T, m lab.Manifest) {
+	cs, err := kube.NewClient(m.Kubeconfig, m.Context, "sortie-lab-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "pull-check-", Namespace: m.Namespace},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: new(bool),
+			Containers:                   []corev1.Container{{Name: "c", Image: "docker.io/library/busybox:1.36"}},
+		},
+	}
+	pod, err = cs.CoreV1().Pods(m.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deletePod(t, cs, m.Namespace, pod.Name)
+	for {
+		p, err := cs.CoreV1().Pods(m.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if w := c.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
+				checkAskedLoopback(t, filepath.Dir(m.Kubeconfig), w.Message)
+				return
+			}
+			if c.State.Running != nil {
+				t.Fatalf("an image named by docker.io ran: %+v", c.State)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the pull of a public image name neither failed nor ran: %+v", p.Status)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// deletePod deletes a pod at once and waits until it is gone, so that the
+// tests after it find the namespace as the lab left it.
+func deletePod(t *testing.T, cs kubernetes.Interface, ns, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Errorf("delete pod %s/%s: %v", ns, name, err)
+		return
+	}
+	for {
+		if _, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Errorf("pod %s/%s still there after a minute", ns, name)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }

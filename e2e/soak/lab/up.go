@@ -334,7 +334,33 @@ func (b *lab) finish(ctx context.Context, cs kubernetes.Interface, imgs map[stri
 	if _, err := WaitFor(ctx, b.clk, "serviceaccount "+RunNamespace+"/default", b.o.Timeout, ServiceAccountExists(cs, RunNamespace, "default")); err != nil {
 		return err
 	}
+	if err := b.checkListeners(); err != nil {
+		return err
+	}
 	return b.writeManifest(ctx, imgs)
+}
+
+// checkListeners holds the running lab to its first network rule: every
+// socket its processes listen on is on a loopback address or the lab's
+// bridge.
+func (b *lab) checkListeners() error {
+	procs, err := Procs(b.l)
+	if err != nil {
+		return err
+	}
+	ls, err := Listeners(procs)
+	if err != nil {
+		return err
+	}
+	if off := OffLab(ls); len(off) > 0 {
+		var s []string
+		for _, l := range off {
+			s = append(s, l.String())
+		}
+		return fmt.Errorf("network rule broken: listening off loopback and the lab's bridge: %s", strings.Join(s, ", "))
+	}
+	b.line("LISTEN ok sockets=%d all on 127.0.0.0/8 or %s", len(ls), LabNet)
+	return nil
 }
 
 // reportVolume makes a report volume's directory, owned by the images'
