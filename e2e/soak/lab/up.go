@@ -231,17 +231,20 @@ func (b *lab) registry(ctx context.Context, ds []Daemon, bins Binaries) (map[str
 	return imgs, nil
 }
 
-// start starts d and waits until ready is met (or d dies).
+// start starts d and waits until ready is met (or d dies); with no ready,
+// what d serves is waited for later (the kubelets by their nodes).
 func (b *lab) start(ctx context.Context, d Daemon, ready Cond) error {
 	t := b.clk.Now()
 	p, err := StartDaemon(b.l, b.env.Environ, d)
 	if err != nil {
 		return err
 	}
-	if ready != nil {
-		if _, err := WaitFor(ctx, b.clk, d.Name, b.o.Timeout, Alive(b.l, d.Name, ready)); err != nil {
-			return err
-		}
+	if ready == nil {
+		b.line("STARTED %s pid=%d log=%s", d.Name, p.PID, LogPath(b.l, d.Name))
+		return nil
+	}
+	if _, err := WaitFor(ctx, b.clk, d.Name, b.o.Timeout, Alive(b.l, d.Name, ready)); err != nil {
+		return err
 	}
 	b.line("STARTED %s pid=%d log=%s ready in %s", d.Name, p.PID, LogPath(b.l, d.Name), b.since(t))
 	return nil
