@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 
 	"github.com/sortie-soak/sortie/e2e/soak"
 	"github.com/sortie-soak/sortie/e2e/soak/lab"
+	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/internal/kube"
 	"github.com/sortie-soak/sortie/record"
 )
@@ -66,17 +68,27 @@ func runArgs(m lab.Manifest) []string {
 }
 
 // soakRun runs the soak command in this process, its output kept in
-// DIR/out.txt as well, and returns its stdout.
-func soakRun(t *testing.T, ctx context.Context, logFile string, args ...string) (string, error) {
+// logFile and copied to watch (when not nil) as well, and returns its
+// stdout.
+func soakRun(t *testing.T, ctx context.Context, logFile string, watch io.Writer, args ...string) (string, error) {
 	t.Helper()
-	var out, errb bytes.Buffer
+	// (No t.Fatal here: the lost-engine test calls this from a goroutine.)
 	f, err := os.Create(logFile)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer f.Close()
+	var out, errb bytes.Buffer
+	stdout := []io.Writer{&out, f}
+	if watch != nil {
+		stdout = append(stdout, watch)
+	}
+	// The kickoff writes from its saver, watchdog and churn goroutines.
+	var mu sync.Mutex
+	o := &lockedWriter{mu: &mu, w: io.MultiWriter(stdout...)}
+	e := &lockedWriter{mu: &mu, w: io.MultiWriter(&errb, f)}
 	t0 := time.Now()
-	runErr := soak.Run(ctx, args, io.MultiWriter(&out, f), io.MultiWriter(&errb, f))
+	runErr := soak.Run(ctx, args, o, e)
 	t.Logf("soak %s: %v after %s", strings.Join(args[:2], " "), runErr, time.Since(t0).Round(time.Second))
 	if runErr != nil {
 		t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
@@ -84,8 +96,43 @@ func soakRun(t *testing.T, ctx context.Context, logFile string, args ...string) 
 	return out.String(), runErr
 }
 
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// lineSignal closes hit at the first line written to it that matches re.
+type lineSignal struct {
+	re   *regexp.Regexp
+	hit  chan struct{}
+	buf  []byte
+	done bool
+}
+
+func (s *lineSignal) Write(p []byte) (int, error) {
+	s.buf = append(s.buf, p...)
+	for !s.done {
+		i := bytes.IndexByte(s.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if s.re.Match(s.buf[:i]) {
+			s.done = true
+			close(s.hit)
+		}
+		s.buf = s.buf[i+1:]
+	}
+	return len(p), nil
+}
+
 // verdictLines are the lines a test logs as its verdict.
-var verdictLines = regexp.MustCompile(`(?m)^(SOAK |VERDICT |SORTIE_SAVED |SUMMARY restart-watch |STEP preflight |PREFLIGHT FAIL|ABORT ).*$`)
+var verdictLines = regexp.MustCompile(`(?m)^(SOAK |VERDICT |SORTIE_SAVED |SUMMARY restart-watch |STEP preflight |PREFLIGHT FAIL|ABORT |LOST  ).*$`)
 
 func logVerdicts(t *testing.T, out string) {
 	t.Helper()
@@ -105,7 +152,7 @@ func TestIntegrationLabE2E(t *testing.T) {
 	dir := t.TempDir()
 
 	t.Run("preflight", func(t *testing.T) {
-		out, err := soakRun(t, ctx, filepath.Join(dir, "preflight.txt"), append(runArgs(m), "--preflight")...)
+		out, err := soakRun(t, ctx, filepath.Join(dir, "preflight.txt"), nil, append(runArgs(m), "--preflight")...)
 		logVerdicts(t, out)
 		if err != nil {
 			t.Fatalf("preflight: %v", err)
@@ -122,13 +169,110 @@ func TestIntegrationLabE2E(t *testing.T) {
 	t.Cleanup(func() { teardown(t, run) })
 	t.Run("e2e 60s", func(t *testing.T) {
 		args := append(runArgs(m), "--duration", "60s", "--settle", "5s", "--watch-interval", "20s", "--dir", run)
-		out, err := soakRun(t, ctx, filepath.Join(dir, "e2e.txt"), args...)
+		out, err := soakRun(t, ctx, filepath.Join(dir, "e2e.txt"), nil, args...)
 		logVerdicts(t, out)
 		if err != nil {
 			t.Fatalf("soak run e2e: %v", err)
 		}
 		checkE2E(t, out, run, m.Nodes)
 	})
+}
+
+// TestIntegrationLabLostEngine loses a real engine: 20 s into a 60 s run
+// the engine pod of the last node is deleted at once. The run fails with
+// that node named lost, and every other node's results are whole.
+func TestIntegrationLabLostEngine(t *testing.T) {
+	m := theLab(t)
+	if len(m.Nodes) < 2 {
+		t.Fatalf("the lab has %d node; a lost engine needs a survivor (soak lab up --nodes 2)", len(m.Nodes))
+	}
+	lost := m.Nodes[len(m.Nodes)-1]
+	cs, err := kube.NewClient(m.Kubeconfig, m.Context, "sortie-lab-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run")
+	t.Cleanup(func() { teardown(t, run) })
+
+	started := &lineSignal{re: regexp.MustCompile(`^STEP load started`), hit: make(chan struct{})}
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		args := append(runArgs(m), "--duration", "60s", "--settle", "5s", "--watch-interval", "20s", "--dir", run)
+		out, err := soakRun(t, ctx, filepath.Join(dir, "lost.txt"), started, args...)
+		done <- result{out, err}
+	}()
+	select {
+	case <-started.hit:
+	case r := <-done:
+		t.Fatalf("the run ended before its load started: %v", r.err)
+	}
+	time.Sleep(20 * time.Second) // the lost node has sent for a third of the run
+	deleteEngine(t, ctx, cs, m.Namespace, lost)
+	r := <-done
+	logVerdicts(t, r.out)
+	if cli.Code(r.err) != cli.ExitFail {
+		t.Fatalf("soak run e2e with a lost engine: exit %d (%v), want %d", cli.Code(r.err), r.err, cli.ExitFail)
+	}
+	for _, re := range []string{
+		`(?m)^SOAK FAIL gate=1 `,
+		`(?m)^FAIL  \S+  .* LOST BACKEND ` + regexp.QuoteMeta(lost) + ` \(`,
+		`(?m)^NODE  \S+  ` + regexp.QuoteMeta(lost) + `  LOST `,
+		`(?m)^LOST  ` + regexp.QuoteMeta(lost) + ` `,
+		`(?m)^VERDICT FAIL .* lost_backends=1 `,
+	} {
+		if !regexp.MustCompile(re).MatchString(r.out) {
+			t.Errorf("no line matches %s", re)
+		}
+	}
+	rep, err := record.ReadFile(filepath.Join(run, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSurvivors(t, rep, lost)
+}
+
+// deleteEngine deletes the engine pod on node at once.
+func deleteEngine(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, node string) {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/component=engine", FieldSelector: "spec.nodeName=" + node})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("engine pods on %s: %v, %v; want one", node, pods, err)
+	}
+	zero := int64(0)
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("DELETED engine pod %s on %s at %s", pods.Items[0].Name, node, time.Now().UTC().Format(time.RFC3339))
+}
+
+// checkSurvivors: every execution's results from the nodes other than
+// lost are whole: every planned request answered 2xx.
+func checkSurvivors(t *testing.T, r *record.Report, lost string) {
+	t.Helper()
+	for _, e := range r.Executions {
+		survivors := 0
+		for _, res := range e.Results {
+			if res.BackendName == lost {
+				continue
+			}
+			survivors++
+			if res.Planned == 0 || res.Counters["benchmark.http_2xx"] != res.Planned {
+				t.Errorf("%s on the surviving %s: http_2xx %d of %d planned", e.Label, res.BackendName, res.Counters["benchmark.http_2xx"], res.Planned)
+			}
+		}
+		if survivors == 0 {
+			t.Errorf("%s: no result from a surviving node", e.Label)
+		}
+		t.Logf("SURVIVORS %s: %d nodes whole", e.Label, survivors)
+	}
 }
 
 // checkE2E holds a passed e2e run to its lines and its report.
