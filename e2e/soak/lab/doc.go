@@ -21,11 +21,15 @@
 // checkout's images (`sortie-images build --push`), so that the chart pulls
 // them by digest from the loopback registry.
 //
-// The network rules it keeps, which its unit tests hold it to:
+// The network rules it keeps, which its unit tests hold its configuration
+// and rule set to, and its tests of record (lab_test.go, build tag lab) the
+// running lab:
 //   - every server binds 127.0.0.1 or an address on a bridge the lab made;
 //   - the pod network has no default route, only routes to the Service
-//     range, the lab's bridge and the other nodes' pods, and nothing
-//     masquerades it (the CNI's ipMasq is off and the lab adds no NAT rule);
+//     range, the lab's bridge and the other nodes' pods, and it is not
+//     masqueraded off the machine: the CNI's ipMasq is off and the lab adds
+//     no NAT rule (kube-proxy's own masquerade, of a pod reaching itself
+//     through a Service, rewrites to a pod bridge's address);
 //   - a FORWARD rule (in the mangle table, which forwarded packets pass
 //     before kube-proxy's filter rules) drops pod traffic that would leave
 //     by an interface the lab did not make, and traffic to the pods that
@@ -39,5 +43,7 @@
 // start time; `down` stops exactly those, then removes the bridges, the
 // iptables rules and chains, the mounts, the network namespaces and the
 // cgroups the cluster made, restores the kernel settings it changed, and
-// checks that nothing is left (Leftovers), exiting non-zero if anything is.
+// checks that nothing is left (FindLeftovers), exiting non-zero if
+// anything is. up checks the first rule on the running lab as well: every
+// socket its processes listen on (Listeners).
 package lab
