@@ -14,8 +14,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"golang.org/x/mod/modfile"
 )
 
 // BuildDir is where the lab's build modules live in the checkout.
@@ -88,16 +86,31 @@ func (c Component) Version(src string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := modfile.ParseLax(path, data, nil)
-	if err != nil {
-		return "", err
-	}
-	for _, r := range f.Require {
-		if r.Mod.Path == c.VersionOf {
-			return r.Mod.Version, nil
-		}
+	if v := requiredVersion(string(data), c.VersionOf); v != "" {
+		return v, nil
 	}
 	return "", fmt.Errorf("%s: no require of %s", path, c.VersionOf)
+}
+
+// requiredVersion finds "<mod> <version>" in a go.mod's require lines: a
+// one-line "require <mod> <version>" or a line of a require block.
+func requiredVersion(gomod, mod string) string {
+	inBlock := false
+	for _, line := range strings.Split(gomod, "\n") {
+		line, _, _ = strings.Cut(line, "//")
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "require" && f[1] == "(":
+			inBlock = true
+		case len(f) == 1 && f[0] == ")":
+			inBlock = false
+		case len(f) == 3 && f[0] == "require" && f[1] == mod:
+			return f[2]
+		case inBlock && len(f) == 2 && f[0] == mod:
+			return f[1]
+		}
+	}
+	return ""
 }
 
 // Key is the cache key of a build: a hash of every file of the module

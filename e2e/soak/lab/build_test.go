@@ -153,3 +153,12 @@ func TestCommittedBuildModules(t *testing.T) {
 		t.Errorf("%d staging replaces, want one per staging module of k8s.io/kubernetes", replaces)
 	}
 }
+
+func TestRequiredVersion(t *testing.T) {
+	gomod := "module m\n\ngo 1.26.0\n\nrequire example.com/one v1.0.0 // indirect\n\nrequire (\n\texample.com/two v2.0.0\n\texample.com/three v0.3.0 // indirect\n)\n\nreplace example.com/four => example.com/four v4.0.0\n"
+	for mod, want := range map[string]string{"example.com/one": "v1.0.0", "example.com/two": "v2.0.0", "example.com/three": "v0.3.0", "example.com/four": "", "example.com/tw": ""} {
+		if got := requiredVersion(gomod, mod); got != want {
+			t.Errorf("requiredVersion(%s) = %q, want %q", mod, got, want)
+		}
+	}
+}
