@@ -27,6 +27,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sortie-soak/sortie/internal/clock"
+	"github.com/sortie-soak/sortie/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -709,7 +710,7 @@ func checkNoTemps(t *testing.T, dir string) {
 	t.Helper()
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if isTemp(e.Name()) {
+		if record.IsAtomicTemp(e.Name()) {
 			t.Errorf("temporary file %s left behind", e.Name())
 		}
 	}
