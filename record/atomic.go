@@ -57,7 +57,20 @@ const atomicTempMark = ".tmp-"
 // temporary file of CreateAtomic or WriteFile: what a writer killed before
 // Commit or Abort (SIGKILL, a power cut) leaves behind.
 func IsAtomicTemp(name string) bool {
-	return strings.HasPrefix(name, ".") && strings.Contains(name, atomicTempMark)
+	_, ok := AtomicTempTarget(name)
+	return ok
+}
+
+// AtomicTempTarget returns the name a temporary file of CreateAtomic or
+// WriteFile was to be given, so that a program cleaning up after itself
+// removes only its own: several programs write into one run directory at
+// once.
+func AtomicTempTarget(name string) (string, bool) {
+	i := strings.LastIndex(name, atomicTempMark)
+	if !strings.HasPrefix(name, ".") || i < 2 {
+		return "", false
+	}
+	return name[1:i], true
 }
 
 // Write appends to the temporary file.

@@ -125,15 +125,30 @@ func TestCommitAs(t *testing.T) {
 	}
 }
 
-func TestIsAtomicTemp(t *testing.T) {
-	for name, want := range map[string]bool{
-		".report.json.tmp-123": true,
-		"report.json":          false,
-		".hidden":              false,
-		"x.tmp-1":              false,
+func TestAtomicTempTarget(t *testing.T) {
+	for name, want := range map[string]string{
+		".report.json.tmp-123":   "report.json",
+		"..hidden.tmp-9":         ".hidden",
+		".a.tmp-1.tmp-2":         "a.tmp-1",
+		"report.json":            "",
+		".hidden":                "",
+		"x.tmp-1":                "",
+		".tmp-1":                 "",
+		".engine-a.log.tmp-4711": "engine-a.log",
 	} {
-		if got := IsAtomicTemp(name); got != want {
-			t.Errorf("IsAtomicTemp(%q) = %v, want %v", name, got, want)
+		got, ok := AtomicTempTarget(name)
+		if got != want || ok != (want != "") || IsAtomicTemp(name) != ok {
+			t.Errorf("AtomicTempTarget(%q) = %q, %v; want %q", name, got, ok, want)
 		}
+	}
+	// And what CreateAtomic makes, it recognises.
+	dir := t.TempDir()
+	f, err := CreateAtomic(filepath.Join(dir, "run.env"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Abort()
+	if got, ok := AtomicTempTarget(filepath.Base(f.TempName())); !ok || got != "run.env" {
+		t.Errorf("temporary %s: target %q, %v", f.TempName(), got, ok)
 	}
 }

@@ -18,13 +18,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 )
 
 const usage = `Usage:
@@ -188,7 +187,7 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 		_, err := stdout.Write(r.YAML)
 		return err
 	}
-	if err := writeFileAtomic(*out, r.YAML); err != nil {
+	if err := record.WriteFile(*out, r.YAML, 0o644); err != nil {
 		return cli.Fail(err)
 	}
 	return nil
@@ -237,33 +236,5 @@ func (o *optionalInt) Set(s string) error {
 		return fmt.Errorf("want a non-negative integer, got %q", s)
 	}
 	o.n, o.set = n, true
-	return nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, so a reader never sees half a plan.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write plan: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write plan %s: %w", path, err)
-	}
 	return nil
 }

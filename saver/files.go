@@ -27,17 +27,28 @@ const (
 )
 
 // removeStaleTemps deletes temporary files left by a saver that was killed
-// outright (SIGKILL gives no chance to clean up).
+// outright (SIGKILL gives no chance to clean up). Only the saver's own: the
+// kickoff writes run.env into the same directory while the saver starts.
 func removeStaleTemps(dir string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if !e.IsDir() && record.IsAtomicTemp(e.Name()) {
+		if target, ok := record.AtomicTempTarget(e.Name()); ok && !e.IsDir() && savesFile(target) {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// savesFile reports whether name is one the saver writes.
+func savesFile(name string) bool {
+	switch name {
+	case FileJob, FileDriverPod, FileDriverLog, FileEnginesEnd, FileStream, FileReport, FileTimes, FileSaved:
+		return true
+	}
+	name = strings.TrimSuffix(name, ".partial")
+	return strings.HasSuffix(name, ".log") && (strings.HasPrefix(name, "engine-") || strings.HasPrefix(name, "sortie-"))
 }
 
 // createTemp starts name in dir: streamed into a temporary file beside it,

@@ -27,6 +27,7 @@ import (
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/gate"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 	"github.com/sortie-soak/sortie/render"
 )
 
@@ -390,21 +391,21 @@ func (l *local) writeInputs(targets []render.Target) error {
 	if err != nil {
 		return cli.Usage(fmt.Errorf("render the plan: %w", err))
 	}
-	if err := os.WriteFile(filepath.Join(l.dir, planFile), r.YAML, 0o644); err != nil {
+	if err := record.WriteFile(filepath.Join(l.dir, planFile), r.YAML, 0o644); err != nil {
 		return err
 	}
 	var shares strings.Builder
 	if err := render.WriteShares(&shares, r.Shares); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(l.dir, sharesFile), []byte(shares.String()), 0o644); err != nil {
+	if err := record.WriteFile(filepath.Join(l.dir, sharesFile), []byte(shares.String()), 0o644); err != nil {
 		return err
 	}
 	var engines strings.Builder
 	for _, e := range l.engines {
 		fmt.Fprintf(&engines, "%s\t%s\n", e.addr, e.node)
 	}
-	return os.WriteFile(filepath.Join(l.dir, enginesFile), []byte(engines.String()), 0o644)
+	return record.WriteFile(filepath.Join(l.dir, enginesFile), []byte(engines.String()), 0o644)
 }
 
 // runDriver runs the driver as a child process, so it can be frozen,
