@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,18 +126,7 @@ func TestWaitForTheJobIsBounded(t *testing.T) {
 	fx.start(fx.objects())
 	cs := &boundedJobs{Interface: fx.cs}
 
-	tick, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for fx.clk.WaitForSleepers(tick, 1) == nil {
-			fx.clk.Advance(time.Second)
-		}
-	}()
-	res, err := Save(context.Background(), cs, fx.clk, fx.options(nil))
-	stop()
-	wg.Wait()
+	res, err := fx.saveWith(context.Background(), cs, nil)
 	if err != nil || !res.Saved {
 		t.Fatalf("Save = %+v, %v", res, err)
 	}
