@@ -87,7 +87,9 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// copyRun copies a gate fixture's run directory files into dir.
+// copyRun copies run directory files into dir. testdata/local holds two
+// runs as the gate's fixtures have them: clean (every target passes) and
+// cancelled (the report of an interrupted run).
 func copyRun(t *testing.T, from, dir string, names ...string) {
 	t.Helper()
 	for _, n := range names {
@@ -105,7 +107,7 @@ func copyRun(t *testing.T, from, dir string, names ...string) {
 // which writes the report of the cancelled run; that report is graded and
 // its verdict printed, and the run exits with the gate's code.
 func TestLocalInterruptedIsGraded(t *testing.T) {
-	fixture := filepath.Join("..", "..", "gate", "testdata", "cancelled")
+	fixture := filepath.Join("testdata", "local", "cancelled")
 	t.Setenv(reportEnv, filepath.Join(fixture, "report.json"))
 	l := driverLocal(t, driverWritesOnStop)
 	copyRun(t, fixture, l.dir, sharesFile, enginesFile)
@@ -132,7 +134,7 @@ func TestLocalInterruptedIsGraded(t *testing.T) {
 // whole still exits 1: it did not run to its end.
 func TestLocalInterruptedNeverPasses(t *testing.T) {
 	l := driverLocal(t, "")
-	copyRun(t, filepath.Join("..", "..", "gate", "testdata", "clean"), l.dir, reportFile, sharesFile, enginesFile)
+	copyRun(t, filepath.Join("testdata", "local", "clean"), l.dir, reportFile, sharesFile, enginesFile)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var stdout bytes.Buffer
