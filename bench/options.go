@@ -226,14 +226,14 @@ Output (stdout; --json prints one object with the same content instead):
     P50/P99 are the engine's latency from the intended send time and each
     peer's own from the actual send (the worst of several processes)
   ASSERT <scenario> <tool> <what> ok|FAILED     counts that must hold
-  GOAL <scenario> <tool> <what> met|missed      the engine's targets
+  GOAL <scenario> <tool> <what> met|missed      the engine's targets and held rates
   CEILING engine held=<rps> not_held=<rps> engine_cores=<x> target_cores=<x> bottleneck=target|engine|both|neither
   # loadavg_after=<1m>,<5m>,<15m>
 Logs go to stderr.
 
 Exit status: 0 when every ASSERT held, 1 when one failed or a run broke,
-2 for bad flags. A missed GOAL does not change it: timings of a shared
-machine are reported, never asserted.
+2 for bad flags. A missed GOAL does not change it: timings and rates of a
+shared machine are reported, never asserted.
 
 Flags:
 `

@@ -39,7 +39,8 @@ func sampleOutput() *Output {
 		Checks: []Check{
 			{Kind: checkAssert, Scenario: "soak", Tool: "engine", What: "sent=360 want=360", Pass: true},
 			{Kind: checkGoal, Scenario: "soak", Tool: "engine", What: "cpu_cores=0.0031 <= 0.005", Pass: true},
-			{Kind: checkAssert, Scenario: "high", Tool: "engine", What: "held=false", Pass: false},
+			{Kind: checkAssert, Scenario: "high", Tool: "engine", What: "sent=21229 ok=21229 errors=128771 planned=150000", Pass: false},
+			{Kind: checkGoal, Scenario: "high", Tool: "engine", What: "held=false sent=21229/150000 (14.15%) achieved=6915/50000 rps", Pass: false},
 			{Kind: checkGoal, Scenario: "high", Tool: "engine", What: "us_per_req=45.20 <= 7.7", Pass: false},
 		},
 		Ceiling: &Ceiling{Held: 0, NotHeld: 50000, EngineCores: 0.28, TargetCores: 0.2, Bottleneck: "neither"},
@@ -88,8 +89,14 @@ func TestChecks(t *testing.T) {
 	soak := Row{Scenario: scenarioSoak, Tool: "engine", Sent: 3600, OK: 3600, CPUCores: 0.004, PeakRSSMiB: 25}
 	short := soak
 	short.Sent, short.OK = 3599, 3599
-	high := Row{Scenario: scenarioHigh, Tool: "engine", Held: true, Sent: 750000, Planned: 750000, USPerReq: 8}
-	low := Row{Scenario: scenarioLow, Tool: "engine", Held: true, USPerReq: 12, P99NS: 300000}
+	high := Row{Scenario: scenarioHigh, Tool: "engine", Held: true, Planned: 750000, Sent: 750000, OK: 750000, USPerReq: 8}
+	// Every request sent and answered, but not at the rate: the counts
+	// hold, the rate is a goal missed.
+	slow := high
+	slow.Held = false
+	overflow := high
+	overflow.Held, overflow.Sent, overflow.OK, overflow.Errors = false, 749000, 749000, 1000
+	low := Row{Scenario: scenarioLow, Tool: "engine", Held: true, Planned: 20000, Sent: 20000, OK: 20000, USPerReq: 12, P99NS: 300000}
 	fortio := Row{Scenario: scenarioLow, Tool: "fortio", Installed: true, P99NS: 400000}
 	vegeta := Row{Scenario: scenarioLow, Tool: "vegeta", Installed: true, P99NS: 250000}
 	absent := Row{Scenario: scenarioLow, Tool: "wrk", P99NS: 1}
@@ -112,10 +119,12 @@ func TestChecks(t *testing.T) {
 	}{
 		{"soak exact", []Row{soak}, []string{"ASSERT soak sent=3600 pass", "GOAL soak cpu_cores=0.0040 pass", "GOAL soak peak_rss_mib=25.0 fail"}},
 		{"soak one short", []Row{short}, []string{"ASSERT soak sent=3599 fail", "GOAL soak cpu_cores=0.0040 pass", "GOAL soak peak_rss_mib=25.0 fail"}},
-		{"high", []Row{high}, []string{"ASSERT high held=true pass", "GOAL high us_per_req=8.00 fail"}},
+		{"high", []Row{high}, []string{"ASSERT high sent=750000 pass", "GOAL high held=true pass", "GOAL high us_per_req=8.00 fail"}},
+		{"high not held", []Row{slow}, []string{"ASSERT high sent=750000 pass", "GOAL high held=false fail", "GOAL high us_per_req=8.00 fail"}},
+		{"high with overflow", []Row{overflow}, []string{"ASSERT high sent=749000 fail", "GOAL high held=false fail", "GOAL high us_per_req=8.00 fail"}},
 		// The best peer is the installed one with the lowest p99.
-		{"low beside peers", []Row{low, fortio, vegeta, absent}, []string{"ASSERT low held=true pass", "GOAL low us_per_req=12.00 pass", "GOAL low p99=300µs fail"}},
-		{"low alone", []Row{low}, []string{"ASSERT low held=true pass", "GOAL low us_per_req=12.00 pass"}},
+		{"low beside peers", []Row{low, fortio, vegeta, absent}, []string{"ASSERT low sent=20000 pass", "GOAL low held=true pass", "GOAL low us_per_req=12.00 pass", "GOAL low p99=300µs fail"}},
+		{"low alone", []Row{low}, []string{"ASSERT low sent=20000 pass", "GOAL low held=true pass", "GOAL low us_per_req=12.00 pass"}},
 		{"peers only", []Row{fortio}, nil},
 	}
 	for _, tt := range tests {

@@ -3,15 +3,20 @@
 // execution of a stage on every backend of the pool with one shared start
 // time, enforces a deadline per backend, judges thresholds, and writes the
 // verdict as a JSON report (atomically) and a results stream (appended and
-// synced line by line). The report schema is documented in package
-// driver/report.
+// synced line by line). The report schema, its reader and the law every
+// result keeps are package record's.
 //
 // A run survives its engines: a backend whose stream breaks is named lost,
 // one that stays silent past its deadline is cancelled and then named
 // silent, one that refuses a start at its execution cap stops its stage;
 // the other backends are reported whole. A driver that was itself stopped
 // (SIGSTOP) past a deadline takes the answers waiting for it on resume
-// instead of blaming the engines.
+// instead of blaming the engines. Every result is checked against planned
+// = unsent + the outcome classes; one that breaks it is named in the
+// report (a backend error of kind accounting) and fails its execution.
+//
+// All of the driver's time goes through Options.Clock, so its tests run
+// the deadline phases on a fake clock.
 package driver
 
 import (
@@ -66,6 +71,14 @@ refused at an engine's execution cap cancels the whole stage and the
 scenario's later stages are not run. SIGINT or SIGTERM cancels every
 running execution, keeps what comes back, writes the report, and exits 1.
 
+Every result is checked against planned = unsent + the outcome classes; a
+backend whose result breaks it ("accounting: 1349 outcomes for 1350 planned
+on node-b") fails the execution.
+
+-o and --results-stream must name two files (not one file by two names):
+the report is renamed into place and would replace the stream. Both are
+checked before the plan is read.
+
 Flags:
 %s
 stderr lines (stdout carries only the summary or the JSON report):
@@ -84,12 +97,23 @@ stderr lines (stdout carries only the summary or the JSON report):
       executions started, K those never started
 
 The report (-o) and each results-stream line follow the schema documented
-in package github.com/sortie-soak/sortie/driver/report.
+in package github.com/sortie-soak/sortie/record. Per execution:
+  failures[]         one {"backend", "counters"} object per backend with a
+                     non-zero failure class (4xx, 5xx, resets, connection
+                     failures and timeouts, overflow, in-flight losses, and
+                     their detail counters), holding those counters: the
+                     shape the sortie + Nighthawk stack writes
+  failure_reasons[]  every reason it failed, in words: what the FAIL line
+                     prints, including backends that sent no result
+  backend_errors[]   {"backend", "kind", "error"}: kind is lost, silent,
+                     rejected, refused, late, stalled, cancelled or
+                     accounting; the words begin as they always have
 
 Exit codes: 0 every execution passed; 1 a threshold failed, a backend
-failed (lost, silent, stalled, refused), an execution was not run, or the
-run was interrupted; 2 the plan or the flags are unusable, or a dns pool
-never resolved (before any load).
+failed (lost, silent, stalled, refused, a result that breaks the
+accounting), an execution was not run, or the run was interrupted; 2 the
+plan or the flags are unusable (-o and --results-stream one file, -o a
+directory), or a dns pool never resolved (before any load).
 `
 
 const usagePlanOnly = `Usage: sortie %s PLAN
@@ -148,7 +172,7 @@ type runFlags struct {
 func newRunFlagSet(o *Options, f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("sortie run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.output, "o", "", "write the JSON report to `FILE`, atomically")
+	fs.StringVar(&f.output, "o", "", "write the JSON report to `FILE`, atomically (never the results stream)")
 	fs.StringVar(&f.output, "output", "", "same as -o `FILE`")
 	fs.BoolVar(&f.json, "json", false, "print the JSON report on stdout instead of the text summary")
 	fs.StringVar(&f.stream, "results-stream", "", "append each finished execution to `FILE` as one JSON line, synced")
@@ -206,6 +230,9 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 		problems = append(problems, fmt.Errorf("--progress must not be negative, not %v", f.progress))
 	}
 	if err := o.Validate(); err != nil {
+		problems = append(problems, err)
+	}
+	if err := checkOutputs(f.output, f.stream); err != nil {
 		problems = append(problems, err)
 	}
 	if len(problems) > 0 {

@@ -133,11 +133,11 @@ func runDriver(t *testing.T, ctx context.Context, o Options, planPath string, ex
 	err := RunOptions(ctx, o, args, &stdout, &stderr)
 	res := result{code: cli.Code(err), err: err, stdout: stdout.String(), stderr: stderr.String()}
 	t.Logf("sortie %s: exit %d, err %v\nstderr:\n%s", strings.Join(args, " "), res.code, err, res.stderr)
-	if rep, rerr := record.ReadFile(out); rerr == nil {
-		res.report = rep
+	if src, rerr := record.ReadReportFile(out); rerr == nil {
+		res.report = src.Report()
 	}
-	if execs, bad, serr := record.ReadStreamFile(stream); serr == nil {
-		res.stream, res.streamBad = execs, bad
+	if src, serr := record.ReadStreamFile(stream); serr == nil {
+		res.stream, res.streamBad = record.Plain(src.All), len(src.Skipped)
 	}
 	return res
 }

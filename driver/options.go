@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/sortie-soak/sortie/internal/clock"
 )
 
 // Resolver looks up the A and AAAA records of a dns pool. *net.Resolver
@@ -56,8 +58,10 @@ type Options struct {
 	// restarts its pending deadlines from the moment it woke.
 	ClockSlack time.Duration
 
-	// Now is the driver's clock. Nil means time.Now.
-	Now func() time.Time
+	// Clock is the driver's time: dispatch and start times, every
+	// deadline phase and the timers that wait for them, the waits between
+	// lookups of a dns pool. Nil means the wall clock (clock.Real).
+	Clock clock.Clock
 	// Pause, when set, is called by a stage's deadline loop before each
 	// wait. Tests block in it to stand for a driver process that was
 	// stopped while its engines answered.
@@ -109,12 +113,14 @@ func (o Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (o Options) now() time.Time {
-	if o.Now != nil {
-		return o.Now()
+func (o Options) clock() clock.Clock {
+	if o.Clock != nil {
+		return o.Clock
 	}
-	return time.Now()
+	return clock.Real{}
 }
+
+func (o Options) now() time.Time { return o.clock().Now() }
 
 func (o Options) resolver() Resolver {
 	if o.Resolver != nil {

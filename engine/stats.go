@@ -33,6 +33,7 @@ const (
 	cResetRemote
 	cResetProtocol
 	cResetLocal
+	cResetOverflow
 	cLateSends
 	numCounters
 )
@@ -57,6 +58,7 @@ var counterNames = [numCounters]string{
 	cResetRemote:          record.StreamResetsPrefix + record.ReasonRemoteReset,
 	cResetProtocol:        record.StreamResetsPrefix + record.ReasonProtocolError,
 	cResetLocal:           record.StreamResetsPrefix + record.ReasonLocalReset,
+	cResetOverflow:        record.StreamResetsPrefix + record.ReasonOverflow,
 	cLateSends:            record.LateSends,
 }
 

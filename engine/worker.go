@@ -33,7 +33,8 @@ const (
 	// carries a request; such a connection is replaced, not used. This is
 	// no retry: the request was not written yet.
 	staleAfter = 100 * time.Millisecond
-	// readBufferSize bounds a response line (httpwire).
+	// readBufferSize bounds a response line (httpwire); a longer one is
+	// an overflow.
 	readBufferSize = 8 << 10
 )
 
@@ -83,11 +84,8 @@ type worker struct {
 	collected uint64
 }
 
-func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool) (*worker, error) {
-	sl, err := newSleeper()
-	if err != nil {
-		return nil, err
-	}
+// newWorker is worker index of s, pacing with sl.
+func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool, sl *sleeper) *worker {
 	w := &worker{
 		sleeper: sl,
 		spec:    s,
@@ -103,7 +101,14 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
 	// A closed-loop worker waits for its responses to send more.
 	w.deferOn.Store(s.openLoop && s.tls == nil)
-	return w, nil
+	return w
+}
+
+// release closes the worker's timer and ends its dial context; run does
+// both itself, so release matters for a worker that never ran.
+func (w *worker) release() {
+	w.sleeper.close()
+	w.dialStop()
 }
 
 // now is the offset from the due time of request 0, in ns.
@@ -392,8 +397,12 @@ func (w *worker) failure(err error, headersDone bool) {
 // resetReason names why a stream broke.
 func resetReason(err error, aborted bool) counterID {
 	var pe *httpwire.ProtocolError
+	var le *httpwire.LimitError
 	var rhe tls.RecordHeaderError
 	switch {
+	case errors.As(err, &le):
+		// A response over httpwire's limits: the engine gave up on it.
+		return cResetOverflow
 	case errors.As(err, &pe), errors.As(err, &rhe):
 		return cResetProtocol
 	case aborted, errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded):

@@ -107,8 +107,28 @@
 // order the executions finished (a skipped execution too), each the same
 // object as in the report. It is opened with O_APPEND and synced line by
 // line, never truncated. A writer that died mid-line leaves a torn last
-// line; the next writer closes it with a newline first, so a reader
-// (ReadStream) sees whole lines and counts the torn one as bad.
+// line; the next writer closes it with a newline first (as does the next
+// Append after one that failed part-way), so a reader (ReadStream) sees
+// whole lines and counts the torn one as bad.
+//
+// # Reading
+//
+// ReadReport and ReadStream (and their *File forms) are the one reader of
+// both, used by the gate, the saver and the driver alike, so a report the
+// saver keeps is exactly a report the gate grades. The reader is strict
+// where a looser reading would grade nothing as zero: a document that is
+// not a JSON object with an "executions" array, an execution whose fields
+// do not decode or make no sense (no label, a negative rate or duration, a
+// ramp longer than the run, a time that is not RFC 3339) and an execution
+// in the format of older sortie releases (no started_at, or no results
+// with nothing saying why) are errors. Fields it does not know are
+// ignored, and failures[] is read in either shape. A stream line that does
+// not read is skipped and its number kept (a torn line); a label that
+// appears again starts a new run, and the last run is the one to grade.
+// Each execution comes back as an Entry, with the rate as written in
+// exact arithmetic (ExactRate). Reads are bounded: a report, and a whole
+// stream, of at most MaxReportBytes (256 MiB); a stream line of at most
+// MaxLineBytes (16 MiB), a longer one being skipped unread.
 //
 // This package imports no network code: the gate reads reports with it.
 package record

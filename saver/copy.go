@@ -64,12 +64,17 @@ func (s *saver) copyStream(ctx context.Context) error {
 		s.problem("results stream not copied: %s", why)
 		return nil
 	}
-	execs, bad, _ := readStreamFile(dest)
-	s.log.Info("saved the results stream", "executions", len(execs), "unparseable_lines", bad)
+	src, _, err := readStreamFile(dest)
+	if err != nil {
+		s.log.Warn("saved the results stream, which the gate would not grade", "err", err)
+		return nil
+	}
+	s.log.Info("saved the results stream", "executions", len(src.All), "unparseable_lines", len(src.Skipped))
 	return nil
 }
 
-// copyReport copies the report; a copy is kept only if it parses.
+// copyReport copies the report; a copy is kept only if it reads as the
+// gate reads it.
 func (s *saver) copyReport(ctx context.Context) error {
 	ok, why, err := s.copyFile(ctx, s.o.Env.Report, FileReport, func(tmp string) error {
 		_, err := readReportFile(tmp)

@@ -73,8 +73,12 @@ func writeJSON(dir, name string, v any) error {
 	return writeFile(dir, name, append(b, '\n'))
 }
 
-// readReportFile reads a report saved in the run directory.
-func readReportFile(path string) (*record.Report, error) {
+// readReportFile reads a report saved in the run directory with the
+// record's one reader, so the saver keeps (and writes SAVED for) exactly
+// the reports the gate grades. An error that is not about the file's
+// content is the os error (errors.Is(err, os.ErrNotExist) holds for a
+// missing file).
+func readReportFile(path string) (*record.Source, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -83,14 +87,17 @@ func readReportFile(path string) (*record.Report, error) {
 	return record.ReadReport(f)
 }
 
-// readStreamFile reads a results stream saved in the run directory.
-func readStreamFile(path string) ([]record.Execution, int, error) {
+// readStreamFile reads a results stream saved in the run directory, with
+// the same reader as the gate. saved is false when there is no file to
+// read; with saved true, err says why the gate would not grade it.
+func readStreamFile(path string) (src *record.Source, saved bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, false, err
 	}
 	defer f.Close()
-	return record.ReadStream(f)
+	src, err = record.ReadStream(f)
+	return src, true, err
 }
 
 // isPrefixFile reports whether the file at path starts with the whole

@@ -24,7 +24,8 @@ Waits for a sortie run's Job to end, then saves its verdict into RUNDIR before
 anything is torn down: the Job, the driver pod and its log, every engine's
 log, the results stream and the report (copied off the report PVC through a
 short-lived, hardened reader pod that prints the file to its log), and SAVED
-last, only when the report parsed. Teardown refuses to run without SAVED.
+last, only when the report parsed (read as sortie-gate reads it: a report
+the gate would refuse is not saved). Teardown refuses to run without SAVED.
 Run it again at any time: a good copy saved earlier is never replaced by a
 worse one.
 
@@ -44,9 +45,11 @@ Lines on stdout (logs go to stderr):
       PLANNED_DURATION while the Job is active, then at most once every
       --overdue-every while it stays active.
   SORTIE_SAVED dir=<dir> job=<complete|failed|gone> executions=<n> pass=<true|false> not_run=<n> window=<first started_at>..<last ended_at> stream_executions=<n> stream_skipped=<n> passed=<n>
-      the report parsed and SAVED is written; pass is the report's verdict,
-      passed the executions that passed, stream_skipped the stream's lines
-      that do not parse; "?" stands for a time no execution has.
+      the report parsed and SAVED is written; pass is the report's verdict
+      (false when it has none), passed the executions that passed,
+      stream_executions the stream's execution lines (every run it holds)
+      and stream_skipped its lines that do not parse, both 0 for a stream
+      sortie-gate would not grade; "?" stands for a time no execution has.
   SORTIE_SAVE_FAILED no report (<why>), but the results stream IS saved: <n> execution(s) ...; grade it with sortie-gate --stream <dir>/results.jsonl; ...
   SORTIE_SAVE_FAILED no report (<why>) and no results stream (<why>); ...
   SORTIE_SAVE_INCOMPLETE job/<name> is still running <N>s past its planned end: gave up waiting; ...
@@ -192,16 +195,16 @@ func printTimes(path string, stdout io.Writer) error {
 	return err
 }
 
-// timesInput reads a whole report or, failing that, a results stream with
-// at least one execution.
+// timesInput reads a whole report or, failing that, a results stream
+// (every execution line of it, earlier runs too).
 func timesInput(b []byte) ([]record.Execution, error) {
-	rep, rerr := record.ReadReport(bytes.NewReader(b))
+	src, rerr := record.ReadReport(bytes.NewReader(b))
 	if rerr == nil {
-		return rep.Executions, nil
+		return src.Report().Executions, nil
 	}
-	execs, _, err := record.ReadStream(bytes.NewReader(b))
-	if err == nil && len(execs) > 0 {
-		return execs, nil
+	src, err := record.ReadStream(bytes.NewReader(b))
+	if err == nil {
+		return record.Plain(src.All), nil
 	}
-	return nil, fmt.Errorf("neither a report (%v) nor a results stream with an execution", rerr)
+	return nil, fmt.Errorf("neither a report (%v) nor a results stream (%v)", rerr, err)
 }

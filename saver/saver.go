@@ -5,6 +5,11 @@
 // short-lived reader pod, and writes SAVED last, only when the report
 // parsed. Teardown refuses to run without SAVED.
 //
+// "Parsed" means read by the record's one reader (record.ReadReport), the
+// one the gate grades with: SAVED is never written for a report the gate
+// would refuse (an older format without started_at, garbage), and a
+// report the gate grades (the older stack's too) is always kept.
+//
 // The saver never replaces a good copy with a worse one: a copy is accepted
 // only when the reader pod Succeeded and its whole log was read, a report
 // must parse, and a results stream must extend the copy saved before (it is
@@ -146,7 +151,10 @@ type Result struct {
 	Window                     string
 	// StreamSaved is true when results.jsonl holds a copy of the stream
 	// (made now, or kept from an earlier save); StreamExecutions counts its
-	// execution lines and StreamSkipped the lines that do not parse.
+	// execution lines (of every run it holds) and StreamSkipped the lines
+	// that do not parse, both read as the gate reads them: both are 0 for
+	// a stream the gate would not grade (no execution line, an older
+	// format).
 	StreamSaved      bool
 	StreamExecutions int
 	StreamSkipped    int
@@ -498,10 +506,10 @@ func (s *saver) finish() (Result, error) {
 	reportPath := filepath.Join(dir, FileReport)
 	var rep *record.Report
 	if res.Job != JobActive {
-		r, err := readReportFile(reportPath)
+		src, err := readReportFile(reportPath)
 		switch {
 		case err == nil:
-			rep = r
+			rep = src.Report()
 			if !s.reportDone {
 				res.ReportKept = true
 				s.log.Warn("the report copy failed; the report.json saved earlier is kept", "why", s.reportWhy)
@@ -512,11 +520,17 @@ func (s *saver) finish() (Result, error) {
 	}
 	// The stream saved now, or one kept from an earlier save.
 	var streamExecs []record.Execution
+	var streamRefused error
 	streamConfigured := s.o.Env.Stream != ""
 	if streamConfigured {
-		if execs, bad, err := readStreamFile(filepath.Join(dir, FileStream)); err == nil {
-			res.StreamSaved = true
-			streamExecs, res.StreamExecutions, res.StreamSkipped = execs, len(execs), bad
+		src, saved, err := readStreamFile(filepath.Join(dir, FileStream))
+		res.StreamSaved = saved
+		switch {
+		case saved && err == nil:
+			streamExecs = record.Plain(src.All)
+			res.StreamExecutions, res.StreamSkipped = len(src.All), len(src.Skipped)
+		case saved:
+			streamRefused = err
 		}
 	}
 
@@ -574,8 +588,8 @@ func (s *saver) finish() (Result, error) {
 	}
 	streamWhy := "none configured"
 	switch {
-	case streamConfigured && res.StreamSaved:
-		streamWhy = "it holds no execution"
+	case streamConfigured && streamRefused != nil:
+		streamWhy = "results.jsonl is saved but holds nothing the gate grades: " + streamRefused.Error()
 	case streamConfigured && s.streamWhy != "":
 		streamWhy = s.streamWhy
 	case streamConfigured:

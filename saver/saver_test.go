@@ -460,6 +460,21 @@ func TestSave(t *testing.T) {
 			}
 		},
 	}, {
+		// A report of the older sortie + Nighthawk stack with a failing
+		// execution (failures[] as {backend, counters} objects) is saved
+		// like ours: the saver reads it as the gate does.
+		name: "older-stack-report",
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.fileLogs[reportPath] = logScript{data: readFixture(t, "older-stack-failing.json")}
+			return objs
+		},
+		saved: true,
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			if !strings.Contains(out, "SORTIE_SAVED dir="+fx.dir+" job=complete executions=2 pass=false not_run=0 ") || res.Passed != 1 {
+				t.Errorf("no SORTIE_SAVED line for both executions, one passed, in %q", out)
+			}
+		},
+	}, {
 		name: "stream-only-report-missing",
 		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
 			fx.readerStatus[reportPath] = []corev1.PodStatus{phase(corev1.PodRunning), failed(1)}
@@ -474,6 +489,24 @@ func TestSave(t *testing.T) {
 			}
 		},
 	}, {
+		// No report, and a stream of a release without started_at: the
+		// gate refuses it (exit 2), so the saver must not tell the user to
+		// grade it.
+		name: "stream-only-older-format",
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.readerStatus[reportPath] = []corev1.PodStatus{phase(corev1.PodRunning), failed(1)}
+			fx.fileLogs[reportPath] = logScript{data: []byte("cat: can't open '/report/runs/r1/report.json': No such file or directory\n")}
+			old := strings.ReplaceAll(string(goodStream), `"started_at":"2031-03-04T10:00:00.120Z",`, "")
+			fx.fileLogs[streamPath] = logScript{data: []byte(old)}
+			return objs
+		},
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			want := "and no results stream (results.jsonl is saved but holds nothing the gate grades: an older report format the gate does not grade (executions without started_at: steady/alpha, steady/beta)"
+			if !strings.Contains(out, want) || strings.Contains(out, "sortie-gate --stream") || !res.StreamSaved || res.StreamExecutions != 0 {
+				t.Errorf("want %q and no advice to grade the stream, got %q (%+v)", want, out, res)
+			}
+		},
+	}, {
 		name: "stream-only-report-unparseable",
 		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
 			// The reader Succeeded and its log was whole, but the file on
@@ -483,7 +516,7 @@ func TestSave(t *testing.T) {
 			return objs
 		},
 		check: func(t *testing.T, fx *fixture, res Result, out string) {
-			if !strings.Contains(out, "SORTIE_SAVE_FAILED no report (the copy (700 bytes) is not accepted: decode report") {
+			if !strings.Contains(out, "SORTIE_SAVE_FAILED no report (the copy (700 bytes) is not accepted: not a sortie JSON report") {
 				t.Errorf("got %q", out)
 			}
 		},

@@ -298,6 +298,9 @@ func (k *kickoff) run(ctx context.Context) error {
 		return k.abort(ctx, "%v", err)
 	}
 	k.started++
+	if err := k.waitReportClaim(ctx); err != nil {
+		return k.abort(ctx, "%v", err)
+	}
 
 	values := k.values(false, "")
 	if err := k.writeValues(values); err != nil {
@@ -399,7 +402,12 @@ func (k *kickoff) abort(ctx context.Context, format string, args ...any) error {
 			// Without run.env, teardown is told where the run is.
 			cmd += fmt.Sprintf(" --context %s --namespace %s --release %s", k.o.Context, k.o.Namespace, k.o.Release)
 		}
-		k.line("HINT %s removes the release (add --purge for pvc/%s)", cmd, k.pvc)
+		if k.started == 2 {
+			// The claim alone, which did not bind: it holds no run.
+			k.line("HINT pvc/%s holds no run: fix what stops it binding and run again (the claim is kept), or delete it with %s --purge", k.pvc, cmd)
+		} else {
+			k.line("HINT %s removes the release (add --purge for pvc/%s)", cmd, k.pvc)
+		}
 	}
 	if sig := cli.Signal(ctx); sig != nil {
 		return cli.Silent(cli.SignalCode(sig))
@@ -469,6 +477,7 @@ func (k *kickoff) renderPlan(ctx context.Context) (string, error) {
 	ro.Duration = k.o.Duration
 	ro.Rate = k.o.Rate
 	ro.Statsd = statsd
+	ro.PerTargetFloors = true
 	r, err := render.Render(ro)
 	if err != nil {
 		return "", fmt.Errorf("render the plan: %w", err)
@@ -914,14 +923,32 @@ func waitingReasons(p *corev1.Pod) string {
 		}
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
-			rs = append(rs, "unscheduled: "+c.Reason)
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && (c.Reason != "" || c.Message != "") {
+			rs = append(rs, "unscheduled: "+conditionWhy(c.Reason, c.Message))
 		}
 	}
 	if len(rs) == 0 {
 		return ""
 	}
 	return " (" + strings.Join(rs, ", ") + ")"
+}
+
+// conditionWhy is a condition's or an event's reason followed by its
+// message, quoted: the reason is a word a program can match
+// (Unschedulable), the message the sentence that says why ("0/2 nodes are
+// available: pod has unbound immediate PersistentVolumeClaims.").
+func conditionWhy(reason, message string) string {
+	message = strings.Join(strings.Fields(message), " ")
+	if len(message) > 300 {
+		message = message[:300] + "..."
+	}
+	switch {
+	case message == "":
+		return reason
+	case reason == "":
+		return strconv.Quote(message)
+	}
+	return reason + " " + strconv.Quote(message)
 }
 
 // lockedWriter serializes writes, so the lines of the components running

@@ -421,6 +421,7 @@ func (l *local) writeInputs(targets []render.Target) error {
 		ro.Services = append(ro.Services, e.addr)
 	}
 	ro.Backends = len(l.engines)
+	ro.PerTargetFloors = true
 	r, err := render.Render(ro)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("render the plan: %w", err))

@@ -75,8 +75,8 @@ func runSoakLocal(t *testing.T, args ...string) localRun {
 	} else if err != nil {
 		t.Fatalf("soak local: %v\n%s", err, stderr.String())
 	}
-	if rep, err := record.ReadFile(filepath.Join(r.dir, reportFile)); err == nil {
-		r.report = rep
+	if src, err := record.ReadReportFile(filepath.Join(r.dir, reportFile)); err == nil {
+		r.report = src.Report()
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -138,6 +138,21 @@ func TestIntegrationLocalClean(t *testing.T) {
 	for _, f := range []string{planFile, sharesFile, enginesFile, streamFile, driverLog} {
 		if _, err := os.Stat(filepath.Join(r.dir, f)); err != nil {
 			t.Errorf("run directory lacks %s", f)
+		}
+	}
+	// Each target was judged on its own 2xx floor: 99 % of its share on
+	// two nodes.
+	for target, floor := range map[string]string{"mesh/svc-1": "17.82", "mesh/echo": "5.94"} {
+		var exprs []string
+		for _, e := range r.report.Executions {
+			for _, th := range e.Thresholds {
+				if e.Label == target && strings.HasPrefix(th.Expr, "rate:") {
+					exprs = append(exprs, th.Expr)
+				}
+			}
+		}
+		if len(exprs) != 1 || exprs[0] != "rate:benchmark.http_2xx >= "+floor {
+			t.Errorf("%s judged on rate thresholds %q, want its own floor %s", target, exprs, floor)
 		}
 	}
 	if !strings.Contains(r.stderr, "progress mesh/svc-1") {
@@ -296,11 +311,11 @@ func TestIntegrationLocalInterrupted(t *testing.T) {
 	if !strings.Contains(stdout.String(), "VERDICT FAIL") || !strings.Contains(stdout.String(), "cancelled") {
 		t.Errorf("the interrupted run was not graded")
 	}
-	rep, err := record.ReadFile(filepath.Join(out, "run", reportFile))
+	src, err := record.ReadReportFile(filepath.Join(out, "run", reportFile))
 	if err != nil {
 		t.Fatalf("the driver wrote no report on the interrupt: %v", err)
 	}
-	if !rep.Cancelled {
+	if !src.Report().Cancelled {
 		t.Errorf("the report does not say the run was cancelled")
 	}
 }
