@@ -499,24 +499,7 @@ func (l *local) runDriver(ctx context.Context) error {
 	l.track(drv)
 	l.driver = drv
 
-	// The goroutine that arms the faults is counted before it starts, so
-	// the faults it adds always join a count above zero: the deferred Wait
-	// cannot begin before it, even when the driver ends at once.
-	actx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case t0 := <-started:
-			l.schedule(actx, &wg, t0)
-		case <-actx.Done():
-		}
-	}()
+	defer l.arm(ctx, started)()
 
 	code, err := drv.wait(ctx)
 	if err != nil {
@@ -533,6 +516,30 @@ func (l *local) runDriver(ctx context.Context) error {
 		return cli.Usage(fmt.Errorf("the driver refused the rendered plan (exit 2): see %s", filepath.Join(l.dir, driverLog)))
 	}
 	return nil
+}
+
+// arm schedules the faults and the rolls once the load has started (its
+// start time comes on started). The returned stop calls off those not yet
+// due and waits for every one to end. The goroutine that arms them is
+// counted before it starts, so the faults it adds always join a count above
+// zero: stop's Wait cannot begin before them, even when the driver ends at
+// once.
+func (l *local) arm(ctx context.Context, started <-chan time.Time) (stop func()) {
+	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case t0 := <-started:
+			l.schedule(actx, &wg, t0)
+		case <-actx.Done():
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // schedule starts the faults and the rolls, each at its time after t0.
