@@ -215,9 +215,6 @@ func ReadLock(path string) (Lock, error) {
 	return l, nil
 }
 
-// writeFileAtomic writes a file the images command keeps (the lock, a
-// pinned file, a layer) with the project's one atomic writer.
-func writeFileAtomic(path string, data []byte) error { return record.WriteFile(path, data, 0o644) }
 
 // WriteLock writes l to path atomically.
-func WriteLock(path string, l Lock) error { return writeFileAtomic(path, l.Format()) }
+func WriteLock(path string, l Lock) error { return record.WriteFile(path, l.Format(), 0o644) }
