@@ -239,7 +239,13 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 		return cli.Usage(errors.Join(problems...))
 	}
 
-	p, err := plan.Load(f.plan)
+	// The plan's bytes as read are recorded with the run (made_by), so it
+	// is read once, here, rather than by plan.Load.
+	planData, err := os.ReadFile(f.plan)
+	if err != nil {
+		return cli.Usage(fmt.Errorf("read plan %s: %w", f.plan, err))
+	}
+	p, err := plan.Parse(f.plan, planData)
 	if err != nil {
 		return cli.Usage(err)
 	}
@@ -283,7 +289,10 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 		runID:    newRunID(),
 	}
 	defer r.close()
-	rep, runErr := r.run(ctx, fromCompiled(compiled), stream)
+	scenarios := fromCompiled(compiled)
+	madeBy := r.madeBy(ctx, f.plan, planData, scenarios)
+	rep, runErr := r.run(ctx, scenarios, stream)
+	rep.MadeBy = madeBy
 
 	var errs []error
 	if runErr != nil {
