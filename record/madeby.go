@@ -99,10 +99,15 @@ func ThisProgram() Program {
 	if h, err := os.Hostname(); err == nil {
 		p.Host = h
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return p
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		p.setBuild(bi)
 	}
+	return p
+}
+
+// setBuild takes the version, the Go version and the vcs settings from a
+// binary's build info.
+func (p *Program) setBuild(bi *debug.BuildInfo) {
 	if bi.Main.Version != "" {
 		p.Version = bi.Main.Version
 	}
@@ -117,5 +122,4 @@ func ThisProgram() Program {
 			p.VCSModified = s.Value == "true"
 		}
 	}
-	return p
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -106,6 +107,35 @@ func TestPlanOf(t *testing.T) {
 	sum := sha256.Sum256(data)
 	if p.SHA256 != hex.EncodeToString(sum[:]) || p.Text != string(data) || p.Path != "p.yaml" {
 		t.Errorf("PlanOf = %+v", p)
+	}
+}
+
+func TestProgramBuild(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bi   debug.BuildInfo
+		want Program
+	}{
+		{name: "from a checkout with changes",
+			bi: debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+				{Key: "-trimpath", Value: "true"}, {Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "3d17480c0ffee"},
+				{Key: "vcs.time", Value: "2026-11-30T15:35:28Z"}, {Key: "vcs.modified", Value: "true"}}},
+			want: Program{Version: "(devel)", GoVersion: "go1.26.0", VCSRevision: "3d17480c0ffee", VCSModified: true}},
+		{name: "a clean checkout",
+			bi: debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.4.1-0.20261130153528-3d17480c0ffe"}, Settings: []debug.BuildSetting{
+				{Key: "vcs.revision", Value: "3d17480c0ffee"}, {Key: "vcs.modified", Value: "false"}}},
+			want: Program{Version: "v0.4.1-0.20261130153528-3d17480c0ffe", GoVersion: "go1.26.0", VCSRevision: "3d17480c0ffee"}},
+		{name: "a module version, no vcs", bi: debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.4.0"}},
+			want: Program{Version: "v0.4.0", GoVersion: "go1.26.0"}},
+		{name: "no version at all keeps (devel)", bi: debug.BuildInfo{}, want: Program{Version: "(devel)", GoVersion: "go-before"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := Program{Version: "(devel)", GoVersion: "go-before"}
+			p.setBuild(&tc.bi)
+			if d := cmp.Diff(tc.want, p); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
 	}
 }
 
