@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -117,8 +118,11 @@ type result struct {
 	err            error
 	stdout, stderr string
 	report         *record.Report
-	stream         []record.Execution
-	streamBad      int
+	// madeBy is the report's made_by, which the record reader does not
+	// keep (grading never needs it).
+	madeBy    *record.MadeBy
+	stream    []record.Execution
+	streamBad int
 }
 
 // runDriver runs `sortie run PLAN -o ... --results-stream ...` in this
@@ -135,6 +139,10 @@ func runDriver(t *testing.T, ctx context.Context, o Options, planPath string, ex
 	t.Logf("sortie %s: exit %d, err %v\nstderr:\n%s", strings.Join(args, " "), res.code, err, res.stderr)
 	if src, rerr := record.ReadReportFile(out); rerr == nil {
 		res.report = src.Report()
+		var whole record.Report
+		if b, err := os.ReadFile(out); err == nil && json.Unmarshal(b, &whole) == nil {
+			res.madeBy = whole.MadeBy
+		}
 	}
 	if src, serr := record.ReadStreamFile(stream); serr == nil {
 		res.stream, res.streamBad = record.Plain(src.All), len(src.Skipped)

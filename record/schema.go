@@ -18,11 +18,13 @@
 //
 // A report is one JSON object, indented by two spaces:
 //
-//	{"pass": bool, "executions": [Execution, ...]}
+//	{"pass": bool, "executions": [Execution, ...], "made_by": MadeBy}
 //
 // pass is true when every execution passed. executions lists every
 // execution of the plan in plan order (scenarios in file order, then stages,
-// then targets), including those that were never run. A report is written
+// then targets), including those that were never run. made_by says what
+// made the run (absent in earlier reports, which readers accept; readers
+// that do not know it ignore it). A report is written
 // atomically (temporary file, sync, rename): a reader never sees half of one.
 // An interrupted run (SIGINT, SIGTERM) still writes its report, with
 // "cancelled": true and pass false.
@@ -101,6 +103,39 @@
 // tolerate statistics they do not know (older reports carry
 // sequencer.callback and response_body_size, for example).
 //
+// # MadeBy
+//
+// What made the run, so that two soaks months apart are compared knowing
+// what ran them:
+//
+//	driver    Program: the driver's build and host
+//	plan      {path, sha256, text}: the plan file as the driver read it,
+//	          its path as given, the hex SHA-256 of its bytes, and the bytes
+//	          as a string (files it names, such as body_file, are not in it)
+//	engines[] one entry per engine (backend address) of the plan's pools,
+//	          from its Info call: {backend, node, Program fields, unknown,
+//	          error}; node is the engine's --backend-name. An engine that
+//	          did not answer Info has unknown true and error saying why,
+//	          and nothing else; that never fails the run
+//
+// A Program is:
+//
+//	version       the module version of the build, "(devel)" for one from
+//	              a checkout without a version stamp (an engine reports the
+//	              version it was built to report)
+//	vcs_revision  the source revision it was built from (vcs.revision)
+//	vcs_modified  that checkout had uncommitted changes (vcs.modified)
+//	go_version    the Go toolchain it was built with
+//	host          the host name (the driver's only: a pod name on Kubernetes)
+//	kernel        the kernel release, as uname -r prints it (Linux)
+//	cpus          the CPUs the process may run on (runtime.NumCPU)
+//	gomaxprocs    the Go scheduler's share of them, lower under a
+//	              container's CPU limit
+//
+// An empty field was not known. The block is the same Go type, MadeBy, at
+// the head of the live record. The results stream never carries it: an
+// older reader would count any line there as an execution.
+//
 // # Results stream
 //
 // The results stream holds one compact Execution object per line, in the
@@ -142,6 +177,9 @@ type Report struct {
 	Cancelled bool `json:"cancelled,omitempty"`
 	// Executions in the order the plan lists them.
 	Executions []Execution `json:"executions"`
+	// MadeBy says what made the run: the driver, the plan, the engines.
+	// Reports written before it existed have none.
+	MadeBy *MadeBy `json:"made_by,omitempty"`
 }
 
 // Execution is one target of one scenario (or one stage of it) run on every

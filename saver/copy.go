@@ -130,22 +130,18 @@ func (s *saver) copyFile(ctx context.Context, pvcPath, name string, accept func(
 	}
 	n, rerr := s.readLog(ctx, pod, "reader", false, t)
 	if rerr != nil {
-		t.Discard()
+		t.Abort()
 		return false, fmt.Sprintf("the log of pod/%s broke off after %d bytes (%v): the download is not whole", pod, n, rerr), nil
 	}
-	if err := t.Sync(); err != nil {
-		t.Discard()
-		return false, "", fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := accept(t.Name()); err != nil {
-		t.Discard()
+	if err := accept(t.TempName()); err != nil {
+		t.Abort()
 		return false, fmt.Sprintf("the copy (%d bytes) is not accepted: %v", n, err), nil
 	}
-	if sameFile(t.Name(), filepath.Join(s.o.Dir, name)) {
-		t.Discard()
+	if sameFile(t.TempName(), filepath.Join(s.o.Dir, name)) {
+		t.Abort()
 		return true, "", nil
 	}
-	if err := t.Commit(name); err != nil {
+	if err := t.Commit(); err != nil {
 		return false, "", err
 	}
 	return true, "", nil

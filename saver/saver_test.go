@@ -23,10 +23,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sortie-soak/sortie/internal/clock"
+	"github.com/sortie-soak/sortie/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -281,6 +283,11 @@ func (fx *fixture) options(out io.Writer) Options {
 // save runs Save while a goroutine moves the fake clock a second at a time
 // whenever Save sleeps, so nothing sleeps for real.
 func (fx *fixture) save(ctx context.Context, out io.Writer) (Result, error) {
+	return fx.saveWith(ctx, fx.cs, out)
+}
+
+// saveWith is save through cs, a client that wraps the fixture's.
+func (fx *fixture) saveWith(ctx context.Context, cs kubernetes.Interface, out io.Writer) (Result, error) {
 	tick, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -290,7 +297,7 @@ func (fx *fixture) save(ctx context.Context, out io.Writer) (Result, error) {
 			fx.clk.Advance(time.Second)
 		}
 	}()
-	res, err := Save(ctx, fx.cs, fx.clk, fx.options(out))
+	res, err := Save(ctx, cs, fx.clk, fx.options(out))
 	stop()
 	wg.Wait()
 	return res, err
@@ -742,7 +749,7 @@ func checkNoTemps(t *testing.T, dir string) {
 	t.Helper()
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if isTemp(e.Name()) {
+		if record.IsAtomicTemp(e.Name()) {
 			t.Errorf("temporary file %s left behind", e.Name())
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/gate"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 	"github.com/sortie-soak/sortie/render"
 )
 
@@ -155,6 +156,24 @@ type local struct {
 	driver   *proc
 	seq      int
 	rolls    io.Writer
+
+	// controlTimeout bounds a call to a target's control endpoint; zero
+	// means defaultControlTimeout.
+	controlTimeout time.Duration
+}
+
+// defaultControlTimeout bounds one call to a target's control endpoint: a
+// target that takes the connection and never answers must not hold the
+// fault schedule, nor the run's end, which waits for it.
+const defaultControlTimeout = 10 * time.Second
+
+// control is the client of the targets' control endpoints.
+func (l *local) control() *http.Client {
+	d := l.controlTimeout
+	if d <= 0 {
+		d = defaultControlTimeout
+	}
+	return &http.Client{Timeout: d}
 }
 
 type replica struct {
@@ -211,9 +230,25 @@ func Local(ctx context.Context, o LocalOptions, self string, stdout, stderr io.W
 	if err := l.runDriver(ctx); err != nil {
 		return err
 	}
-	// The gate reads the run directory by its file names; its exit code is
-	// the run's.
-	return gate.Run(ctx, []string{"--dir", l.dir, "--per-node", "--backends", strconv.Itoa(o.Nodes)}, stdout, stderr)
+	return l.grade(ctx, stdout, stderr)
+}
+
+// grade runs the gate over the run directory; its exit code is the run's.
+// An interrupted run (Ctrl-C) is graded too, on what the driver wrote when
+// it was stopped, and never exits 0: it exits with the gate's code, or 1
+// when the gate passed what there is.
+func (l *local) grade(ctx context.Context, stdout, stderr io.Writer) error {
+	interrupted := ctx.Err() != nil
+	if interrupted {
+		fmt.Fprintf(stderr, "soak local: interrupted: grading what the driver wrote in %s\n", l.dir)
+	}
+	// The gate reads the run directory by its file names. It runs whole
+	// after an interrupt: it reads files, and its verdict is what is left.
+	err := gate.Run(context.WithoutCancel(ctx), []string{"--dir", l.dir, "--per-node", "--backends", strconv.Itoa(l.o.Nodes)}, stdout, stderr)
+	if interrupted && cli.Code(err) == cli.ExitOK {
+		return cli.Fail(errors.New("interrupted: the run did not reach its end, whatever its report says"))
+	}
+	return err
 }
 
 func loadTargets(path string) ([]render.Target, error) {
@@ -391,21 +426,21 @@ func (l *local) writeInputs(targets []render.Target) error {
 	if err != nil {
 		return cli.Usage(fmt.Errorf("render the plan: %w", err))
 	}
-	if err := os.WriteFile(filepath.Join(l.dir, planFile), r.YAML, 0o644); err != nil {
+	if err := record.WriteFile(filepath.Join(l.dir, planFile), r.YAML, 0o644); err != nil {
 		return err
 	}
 	var shares strings.Builder
 	if err := render.WriteShares(&shares, r.Shares); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(l.dir, sharesFile), []byte(shares.String()), 0o644); err != nil {
+	if err := record.WriteFile(filepath.Join(l.dir, sharesFile), []byte(shares.String()), 0o644); err != nil {
 		return err
 	}
 	var engines strings.Builder
 	for _, e := range l.engines {
 		fmt.Fprintf(&engines, "%s\t%s\n", e.addr, e.node)
 	}
-	return os.WriteFile(filepath.Join(l.dir, enginesFile), []byte(engines.String()), 0o644)
+	return record.WriteFile(filepath.Join(l.dir, enginesFile), []byte(engines.String()), 0o644)
 }
 
 // runDriver runs the driver as a child process, so it can be frozen,
@@ -464,19 +499,7 @@ func (l *local) runDriver(ctx context.Context) error {
 	l.track(drv)
 	l.driver = drv
 
-	actx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	go func() {
-		select {
-		case t0 := <-started:
-			l.schedule(actx, &wg, t0)
-		case <-actx.Done():
-		}
-	}()
+	defer l.arm(ctx, started)()
 
 	code, err := drv.wait(ctx)
 	if err != nil {
@@ -490,9 +513,33 @@ func (l *local) runDriver(ctx context.Context) error {
 	pw.Close()
 	<-copied
 	if code == cli.ExitUsage {
-		return fmt.Errorf("the driver refused the rendered plan (exit 2): see %s", filepath.Join(l.dir, driverLog))
+		return cli.Usage(fmt.Errorf("the driver refused the rendered plan (exit 2): see %s", filepath.Join(l.dir, driverLog)))
 	}
 	return nil
+}
+
+// arm schedules the faults and the rolls once the load has started (its
+// start time comes on started). The returned stop calls off those not yet
+// due and waits for every one to end. The goroutine that arms them is
+// counted before it starts, so the faults it adds always join a count above
+// zero: stop's Wait cannot begin before them, even when the driver ends at
+// once.
+func (l *local) arm(ctx context.Context, started <-chan time.Time) (stop func()) {
+	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case t0 := <-started:
+			l.schedule(actx, &wg, t0)
+		case <-actx.Done():
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // schedule starts the faults and the rolls, each at its time after t0.
@@ -542,7 +589,7 @@ func (l *local) inject(ctx context.Context, f Fault) {
 			return
 		}
 		u := fmt.Sprintf("http://%s/fault?service=%s&mode=503&for=%s", r.control, url.QueryEscape(f.Subject), f.For)
-		resp, err := http.Post(u, "text/plain", nil)
+		resp, err := l.control().Post(u, "text/plain", nil)
 		if err != nil {
 			l.log.Error("fault: control endpoint", "target", f.Subject, "err", err)
 			return

@@ -1,9 +1,11 @@
 package soak
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,5 +258,64 @@ func TestIntegrationLocalDriverFreeze(t *testing.T) {
 		"--deadline-grace", "1s", "--answer-window", "1s", "--cancel-wait", "2s")
 	if r.code != 0 || !strings.Contains(r.stdout, "VERDICT PASS targets=8 passed=8") {
 		t.Fatalf("exit %d: a frozen driver must take the waiting answers", r.code)
+	}
+}
+
+// TestIntegrationLocalInterrupted: Ctrl-C during the load. The driver is
+// stopped, writes the report of the cancelled run, and soak local grades
+// it: the gate's lines on stdout and its exit code, never 0.
+func TestIntegrationLocalInterrupted(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("end-to-end soak runs are skipped under -short")
+	}
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, soakBinary(t), "local", "--duration", "20s", "--out", out, "--tag", "run", "--progress", "10s")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var said strings.Builder
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		said.WriteString(sc.Text() + "\n")
+		if strings.Contains(sc.Text(), "progress mesh/") {
+			// The load runs: interrupt it, as Ctrl-C does.
+			cmd.Process.Signal(os.Interrupt)
+			break
+		}
+	}
+	io.Copy(&said, stderr)
+	err = cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("soak local: %v\n%s", err, said.String())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr (tail):\n%s", stdout.String(), tail(said.String(), 40))
+		}
+	})
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (the gate's FAIL of a cancelled run)", code)
+	}
+	if !strings.Contains(stdout.String(), "VERDICT FAIL") || !strings.Contains(stdout.String(), "cancelled") {
+		t.Errorf("the interrupted run was not graded")
+	}
+	src, err := record.ReadReportFile(filepath.Join(out, "run", reportFile))
+	if err != nil {
+		t.Fatalf("the driver wrote no report on the interrupt: %v", err)
+	}
+	if !src.Report().Cancelled {
+		t.Errorf("the report does not say the run was cancelled")
 	}
 }

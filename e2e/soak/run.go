@@ -38,8 +38,11 @@ on its own loopback address (node-a on 127.0.0.11, node-b on 127.0.0.12, ...);
 the plan rendered for them (default: 8 targets, 60 rps per node, 9 x 6 + 3 x 2);
 the driver as a child process writing the report and the results stream; and
 the gate grading the run per target and per node. It prints the gate's lines
-on stdout and exits with the gate's code: 0 PASS, 1 FAIL, 2 unusable input,
-3 nothing graded. Every child process is stopped on exit, also on Ctrl-C.
+on stdout and exits with the gate's code: 0 PASS, 1 FAIL, 2 unusable input
+(a plan the driver refuses too), 3 nothing graded. Every child process is
+stopped on exit, also on Ctrl-C. Ctrl-C during the load stops the driver,
+which writes the report of the cancelled run; it is graded, and the exit is
+the gate's code, or 1 when the gate passed it (never 0).
 
 The run directory DIR/<tag>/ holds plan.yaml, shares.tsv, engines.tsv,
 report.json, results.jsonl, sortie.log (the driver's stderr), sortie.out,
