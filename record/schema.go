@@ -180,6 +180,10 @@ type Report struct {
 	// MadeBy says what made the run: the driver, the plan, the engines.
 	// Reports written before it existed have none.
 	MadeBy *MadeBy `json:"made_by,omitempty"`
+	// LiveRecord is the live record the driver appended the timeline to
+	// (sortie run --live-record), as it was given; absent when none was
+	// written.
+	LiveRecord string `json:"live_record,omitempty"`
 }
 
 // Execution is one target of one scenario (or one stage of it) run on every
@@ -277,6 +281,16 @@ type BackendResult struct {
 	Counters map[string]uint64 `json:"counters"`
 	// Statistics by histogram id.
 	Statistics map[string]Statistic `json:"statistics,omitempty"`
+	// Partial says the backend was lost or silent and this result is
+	// what its timeline had counted: Counters and Unsent are the sums of
+	// the contiguous buckets 0 to k-1 it sent, Planned the requests due
+	// before CountedUntil, so planned = unsent + the outcome classes for
+	// the part it covers. Its backend_errors entry stays; a partial
+	// result never passes as the node's whole share.
+	Partial bool `json:"partial,omitempty"`
+	// CountedUntil is the end of that prefix of buckets (RFC 3339, ms):
+	// every request due before it is counted, none due after.
+	CountedUntil string `json:"counted_until,omitempty"`
 }
 
 // Statistic summarises one histogram. Durations are in nanoseconds.
