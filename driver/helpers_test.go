@@ -87,6 +87,8 @@ func startEngine(t *testing.T, name string, maxConcurrent int) string {
 type planData struct {
 	Backends []string
 	URL      string
+	// Duration is a plan's executor duration, for the plans that take it.
+	Duration string
 }
 
 // Quoted lists the backends as a YAML flow sequence.

@@ -1,0 +1,171 @@
+package driver
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sortie-soak/sortie/record"
+)
+
+const killPlan = `version: v1
+pools:
+  - {name: nodes, services: {{.Quoted}}}
+scenarios:
+  - name: mesh
+    pool: nodes
+    timeout: 1s
+    executor: {type: constant-rate, rate: 20, duration: {{.Duration}}, per_backend: true, open_loop: true}
+    targets:
+      - {name: svc-1, url: "{{.URL}}", weight: 1}
+      - {name: svc-2, url: "{{.URL}}", weight: 1}
+`
+
+func TestLiveRecordPath(t *testing.T) {
+	for _, tt := range []struct{ flag, stream, want string }{
+		{"", "", ""},
+		{"", "out/stream.jsonl", "out/stream.live.jsonl"},
+		{"", "stream", "stream.live.jsonl"},
+		{"", "a.b/s.json", "a.b/s.live.jsonl"},
+		{"-", "s.jsonl", ""},
+		{"off", "s.jsonl", ""},
+		{"x.jsonl", "s.jsonl", "x.jsonl"},
+		{"x.jsonl", "", "x.jsonl"},
+	} {
+		if got := liveRecordPath(tt.flag, tt.stream); got != tt.want {
+			t.Errorf("liveRecordPath(%q, %q) = %q, want %q", tt.flag, tt.stream, got, tt.want)
+		}
+	}
+}
+
+// TestIntegrationEngineKilledKeepsCounts kills one engine process with
+// SIGKILL mid-run: the report keeps what its buckets had counted, as a
+// partial result up to at most 2 s before the kill, conserving planned
+// over the part it covers, next to its lost entry.
+func TestIntegrationEngineKilledKeepsCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs engine processes")
+	}
+	tg := newTarget(t)
+	victim, p := startEngineProc(t, "--backend-name", "node-b")
+	survivor := startEngine(t, "node-a", 0)
+	planPath := writePlan(t, killPlan, planData{Backends: []string{victim, survivor}, URL: tg.URL, Duration: "8s"})
+	done := runDriverAsync(t, testOptions(), planPath)
+	// Each engine at 20 rps split over two targets: 40 requests a second
+	// in all. Kill the victim some 4 s in.
+	waitServed(t, tg, 160, 30*time.Second)
+	killed := time.Now()
+	p.signal(t, syscall.SIGKILL)
+	res := <-done
+	if res.code != 1 {
+		t.Fatalf("exit %d, want 1", res.code)
+	}
+	for _, label := range []string{"mesh/svc-1", "mesh/svc-2"} {
+		e := res.execution(t, label)
+		if be, ok := backendErrorOf(e, victim); !ok || be.Kind != record.KindLost {
+			t.Errorf("%s: backend error of the killed engine %+v, want lost", label, be)
+		}
+		br, ok := backendOf(t, e, victim)
+		if !ok || !br.Partial || br.BackendName != "node-b" {
+			t.Fatalf("%s: result of the killed engine %+v, want a partial one of node-b", label, br)
+		}
+		until, err := time.Parse(time.RFC3339Nano, br.CountedUntil)
+		if err != nil {
+			t.Fatalf("%s: counted_until %q: %v", label, br.CountedUntil, err)
+		}
+		if lag := killed.Sub(until); lag > 2*time.Second || lag < 0 {
+			t.Errorf("%s: counted until %v, %v before the kill; want within 2s before it", label, until, lag)
+		}
+		if err := br.Conserves(); err != nil || br.Planned == 0 || br.Planned != br.Counters[record.HTTP2xx]+br.Unsent {
+			t.Errorf("%s: partial result %+v does not conserve: %v", label, br, err)
+		}
+		// Its counts are those of the buckets the live record holds for
+		// it, up to counted_until.
+		var prefix []record.BucketLine
+		for _, l := range record.BucketsBySeries(res.live.Buckets)[record.SeriesKey{Label: label, Backend: victim}] {
+			if l.Index < uint32(br.ElapsedMs/l.WidthMs) {
+				prefix = append(prefix, l)
+			}
+		}
+		if err := record.CheckTimeline(prefix, br); err != nil {
+			t.Errorf("%s: %v", label, err)
+		}
+		assertWhole(t, e, survivor, 80)
+	}
+	checkTimelines(t, res)
+}
+
+// TestIntegrationDriverKilledLiveRecord kills the driver process with
+// SIGKILL about 10 s into a 20 s run: the live record on disk parses, and
+// holds for every execution and backend its buckets from 0 on, with no
+// gap, up to at most 2 s before the kill.
+func TestIntegrationDriverKilledLiveRecord(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs load for 10 seconds")
+	}
+	tg := newTarget(t)
+	a, _ := startEngineProc(t, "--backend-name", "node-a")
+	b, _ := startEngineProc(t, "--backend-name", "node-b")
+	planPath := writePlan(t, killPlan, planData{Backends: []string{a, b}, URL: tg.URL, Duration: "20s"})
+	dir := t.TempDir()
+	live := filepath.Join(dir, "run.live.jsonl")
+	d := start(t, nil, binary(t, "sortie"), "run", planPath, "--results-stream", filepath.Join(dir, "run.jsonl"), "--status", "off", "--progress", "0")
+	// Executions start 2 s after dispatch (the default start lead); the
+	// first Started lines are in the live record's bucket starts.
+	// 40 requests a second in all: kill the driver some 10 s in.
+	waitServed(t, tg, 10*40, 60*time.Second)
+	killed := time.Now()
+	d.signal(t, syscall.SIGKILL)
+	d.wait(t, 10*time.Second)
+
+	f, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lv, err := record.ReadLive(f)
+	if err != nil {
+		t.Fatalf("read live record: %v", err)
+	}
+	if len(lv.Heads) != 1 || lv.Heads[0].MadeBy == nil || len(lv.Skipped) > 1 {
+		t.Errorf("heads %+v, skipped lines %v; want one head and at most a torn last line", lv.Heads, lv.Skipped)
+	}
+	series := record.BucketsBySeries(lv.Buckets)
+	for _, label := range []string{"mesh/svc-1", "mesh/svc-2"} {
+		for _, backend := range []string{a, b} {
+			lines := series[record.SeriesKey{Label: label, Backend: backend}]
+			if len(lines) == 0 {
+				t.Errorf("%s on %s: no bucket on disk", label, backend)
+				continue
+			}
+			idx := make([]uint32, 0, len(lines))
+			for _, l := range lines {
+				idx = append(idx, l.Index)
+			}
+			slices.Sort(idx)
+			for i, k := range idx {
+				if k != uint32(i) {
+					t.Fatalf("%s on %s: bucket indexes %v, want 0 to %d without a gap", label, backend, idx, len(idx)-1)
+				}
+			}
+			last := lines[0]
+			for _, l := range lines {
+				if l.Index > last.Index {
+					last = l
+				}
+			}
+			start, err := time.Parse(time.RFC3339Nano, last.Start)
+			if err != nil {
+				t.Fatalf("bucket start %q: %v", last.Start, err)
+			}
+			end := start.Add(time.Duration(last.WidthMs) * time.Millisecond)
+			if lag := killed.Sub(end); lag > 2*time.Second {
+				t.Errorf("%s on %s: buckets on disk end at %v, %v before the kill; want within 2s", label, backend, end, lag)
+			}
+			t.Logf("%s on %s: %d buckets on disk, ending %v before the kill", label, backend, len(idx), killed.Sub(end))
+		}
+	}
+}
