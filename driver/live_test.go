@@ -133,6 +133,9 @@ func TestIntegrationDriverKilledLiveRecord(t *testing.T) {
 	if len(lv.Heads) != 1 || lv.Heads[0].MadeBy == nil || len(lv.Skipped) > 1 {
 		t.Errorf("heads %+v, skipped lines %v; want one head and at most a torn last line", lv.Heads, lv.Skipped)
 	}
+	if st, err := f.Stat(); err == nil && len(lv.Buckets) > 0 {
+		t.Logf("live record: %d bytes, %d bucket and %d sample lines", st.Size(), len(lv.Buckets), len(lv.Samples))
+	}
 	series := record.BucketsBySeries(lv.Buckets)
 	for _, label := range []string{"mesh/svc-1", "mesh/svc-2"} {
 		for _, backend := range []string{a, b} {
