@@ -4,8 +4,11 @@
 // (planned = unsent + the sum of the outcome classes), the typed kinds of
 // backend errors, the run directory's run.env, the share arithmetic that
 // splits a rate over weighted targets, and the one atomic file writer every
-// component uses for a file a user keeps. The driver writes the record with
-// it; the gate, the saver and the kickoff read it with it.
+// component uses for a file a user keeps; and the live record, the JSON
+// lines the driver appends while a run goes (a head line, then the
+// engines' timeline buckets and failure samples: live.go and timeline.go).
+// The driver writes the record with it; the gate, the saver and the kickoff
+// read it with it.
 //
 // It imports no network code (the gate, which must run anywhere on a copied
 // report, builds on it; a test of the gate holds that).
@@ -18,9 +21,10 @@
 //
 // A report is one JSON object, indented by two spaces:
 //
-//	{"pass": bool, "executions": [Execution, ...], "made_by": MadeBy}
+//	{"pass": bool, "executions": [Execution, ...], "made_by": MadeBy, "live_record": path}
 //
-// pass is true when every execution passed. executions lists every
+// live_record names the live record the run appended its timeline to (see
+// live.go), as the driver was given it; absent when none. pass is true when every execution passed. executions lists every
 // execution of the plan in plan order (scenarios in file order, then stages,
 // then targets), including those that were never run. made_by says what
 // made the run (absent in earlier reports, which readers accept; readers
@@ -95,6 +99,13 @@
 //	counters      benchmark.* counters; an absent counter was zero
 //	statistics    histogram summaries by id:
 //	              {count, unit, mean, pstdev, min, max, p50, p90, p99, p99.9}
+//	partial       the backend was lost or silent and this is what its
+//	              timeline had counted (its backend_errors entry stays):
+//	              counters and unsent sum its contiguous buckets 0 to k-1,
+//	              planned is what was due before counted_until, so planned
+//	              = unsent + the outcome counters over that part; no
+//	              statistics
+//	counted_until the end of that prefix of buckets, RFC 3339 UTC with ms
 //
 // Counters are named benchmark.* (benchmark.http_2xx, benchmark.pool_overflow,
 // benchmark.stream_resets_before_headers, ...). Statistics are keyed by
