@@ -91,8 +91,8 @@ checked before the plan is read.
 The live record (--live-record FILE; by default, with --results-stream S,
 S with its extension replaced by .live.jsonl; - or off for none) is on
 disk within seconds of what it says: the engines report every second
-while it is written, and each Progress event's lines are appended with
-one write and synced. Its first line of a run is {"type":"head",
+while it is written, and what they sent is appended with one write and
+one sync at most four times a second. Its first line of a run is {"type":"head",
 "made_by":{...},"run_id":...}; then one {"type":"bucket",...} line per
 final timeline bucket of each execution on each backend (label, backend,
 backend_name, index, start, offset_ms, width_ms, counters, unsent,
@@ -316,9 +316,13 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 		if r.live, err = openLive(livePath, record.HeadLine{MadeBy: madeBy, RunID: r.runID}, r.log); err != nil {
 			return cli.Usage(err)
 		}
-		defer r.live.w.Close()
 	}
 	rep, runErr := r.run(ctx, scenarios, stream)
+	// Every line the engines sent is on disk before the report names
+	// the file.
+	if err := r.live.close(); err != nil {
+		r.log.Error("live record", "err", err)
+	}
 	rep.MadeBy = madeBy
 	if livePath != "" {
 		rep.LiveRecord = livePath

@@ -30,22 +30,92 @@ func liveRecordPath(flagValue, stream string) string {
 }
 
 // liveRecord appends the engines' buckets and samples to the live record
-// as they arrive, one batch (one write, one sync) per Progress event. A
-// write that fails is logged once and the run goes on: the report and
-// the results stream are still written at the end.
+// as they arrive. The streams' goroutines only queue their lines; one
+// flusher writes whatever is queued with one write and one sync, then
+// waits minGap before the next, so a run of many executions syncs at most
+// a few times a second however often its engines report, each line is on
+// disk within minGap plus a sync of arriving, and a slow disk never holds
+// up a stream. A write that fails is logged once and the run goes on: the
+// report and the results stream are still written at the end.
 type liveRecord struct {
-	w    *record.StreamWriter
-	log  *slog.Logger
-	once sync.Once
+	w      *record.StreamWriter
+	log    *slog.Logger
+	minGap time.Duration
+
+	mu     sync.Mutex
+	queue  []any
+	closed bool
+	wake   chan struct{} // one token: the queue has lines
+	// closing ends the flusher's wait between batches; done is closed
+	// when it has written its last.
+	closing, done chan struct{}
+	once          sync.Once
 }
 
+// liveMinGap is the least time between two syncs of the live record.
+const liveMinGap = 250 * time.Millisecond
+
+func newLiveRecord(w *record.StreamWriter, log *slog.Logger, minGap time.Duration) *liveRecord {
+	l := &liveRecord{w: w, log: log, minGap: minGap, wake: make(chan struct{}, 1),
+		closing: make(chan struct{}), done: make(chan struct{})}
+	go l.flusher()
+	return l
+}
+
+// append queues lines for the next batch.
 func (l *liveRecord) append(lines []any) {
 	if l == nil || len(lines) == 0 {
 		return
 	}
-	if err := l.w.AppendLines(lines...); err != nil {
-		l.once.Do(func() { l.log.Error("live record", "err", err) })
+	l.mu.Lock()
+	if !l.closed {
+		l.queue = append(l.queue, lines...)
 	}
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *liveRecord) flusher() {
+	defer close(l.done)
+	for range l.wake {
+		l.mu.Lock()
+		batch, closed := l.queue, l.closed
+		l.queue = nil
+		l.mu.Unlock()
+		if len(batch) > 0 {
+			if err := l.w.AppendLines(batch...); err != nil {
+				l.once.Do(func() { l.log.Error("live record", "err", err) })
+			}
+		}
+		if closed {
+			return
+		}
+		select {
+		case <-time.After(l.minGap):
+		case <-l.closing:
+		}
+	}
+}
+
+// close writes what is queued and closes the file; lines appended after
+// it are dropped.
+func (l *liveRecord) close() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	close(l.closing)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	<-l.done
+	return l.w.Close()
 }
 
 // timeline is what a call's stream said of the execution's timeline: its
@@ -199,5 +269,5 @@ func openLive(path string, head record.HeadLine, log *slog.Logger) (*liveRecord,
 		w.Close()
 		return nil, fmt.Errorf("live record head: %w", err)
 	}
-	return &liveRecord{w: w, log: log}, nil
+	return newLiveRecord(w, log, liveMinGap), nil
 }

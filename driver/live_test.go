@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,5 +171,41 @@ func TestIntegrationDriverKilledLiveRecord(t *testing.T) {
 			}
 			t.Logf("%s on %s: %d buckets on disk, ending %v before the kill", label, backend, len(idx), killed.Sub(end))
 		}
+	}
+}
+
+// TestLiveRecordBatches: lines queued while the flusher waits between
+// batches are written, in order, when the record is closed, however long
+// the wait; lines after the close are dropped.
+func TestLiveRecordBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "live.jsonl")
+	w, err := record.OpenLive(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := record.Series{Label: "s/t", Backend: "b", Start: time.Unix(0, 0), Width: time.Second}
+	l := newLiveRecord(w, slog.New(slog.DiscardHandler), time.Hour)
+	for i := range uint32(5) {
+		l.append([]any{s.Bucket(2 * i), s.Bucket(2*i + 1)})
+	}
+	if err := l.close(); err != nil {
+		t.Fatal(err)
+	}
+	l.append([]any{s.Bucket(99)})
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lv, err := record.ReadLive(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx []uint32
+	for _, b := range lv.Buckets {
+		idx = append(idx, b.Index)
+	}
+	if want := []uint32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(idx, want) || len(lv.Skipped) != 0 {
+		t.Errorf("buckets %v (skipped %v), want %v", idx, lv.Skipped, want)
 	}
 }
