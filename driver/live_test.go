@@ -9,6 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -207,5 +212,44 @@ func TestLiveRecordBatches(t *testing.T) {
 	}
 	if want := []uint32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}; !slices.Equal(idx, want) || len(lv.Skipped) != 0 {
 		t.Errorf("buckets %v (skipped %v), want %v", idx, lv.Skipped, want)
+	}
+}
+
+// TestTimelinePartial: buckets that come out of order wait until the
+// prefix reaches them; the partial result sums the contiguous prefix only,
+// ends at its last bucket, and plans what the pacer had due before then,
+// so it conserves.
+func TestTimelinePartial(t *testing.T) {
+	req := &enginev1.ExecuteRequest{Rate: 10, Workers: 2, Duration: durationpb.New(10 * time.Second)}
+	c := &call{ex: &execRun{label: "s/t", requests: map[string]*enginev1.ExecuteRequest{"b": req}}, backend: "b", backendName: "node-b"}
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if _, ok := c.tl.partial(c); ok {
+		t.Fatal("a partial result before Started")
+	}
+	c.tl.start(seriesOf(c, &enginev1.Started{StartTime: timestamppb.New(start), BucketWidth: durationpb.New(time.Second)}))
+	bucket := func(i uint32, ok, resets, unsent uint64) *enginev1.Bucket {
+		return &enginev1.Bucket{Index: i, Counters: map[string]uint64{record.HTTP2xx: ok, record.StreamResets: resets, record.HTTP5xx: 0}, Unsent: unsent}
+	}
+	// 20 requests due per second over both workers; bucket 2 is ahead of
+	// bucket 1, bucket 4 beyond a gap at 3.
+	lines := c.tl.progress(&enginev1.Progress{Buckets: []*enginev1.Bucket{bucket(0, 20, 0, 0), bucket(2, 18, 2, 0), bucket(4, 20, 0, 0)}})
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want 3", len(lines))
+	}
+	if br, _ := c.tl.partial(c); br.CountedUntil != "2026-01-02T03:04:06.000Z" || br.Planned != 20 || br.Counters[record.HTTP2xx] != 20 {
+		t.Errorf("after bucket 0 alone: %+v", br)
+	}
+	c.tl.progress(&enginev1.Progress{Buckets: []*enginev1.Bucket{bucket(1, 15, 0, 5)}})
+	br, ok := c.tl.partial(c)
+	want := record.BackendResult{
+		Backend: "b", BackendName: "node-b", ElapsedMs: 3000, StartedAt: "2026-01-02T03:04:05.000Z",
+		Planned: 60, Unsent: 5, Counters: map[string]uint64{record.HTTP2xx: 53, record.StreamResets: 2},
+		Partial: true, CountedUntil: "2026-01-02T03:04:08.000Z",
+	}
+	if d := cmp.Diff(want, br); !ok || d != "" {
+		t.Errorf("partial result (-want +got):\n%s", d)
+	}
+	if err := br.Conserves(); err != nil {
+		t.Error(err)
 	}
 }
