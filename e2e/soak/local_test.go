@@ -140,6 +140,22 @@ func TestIntegrationLocalClean(t *testing.T) {
 			t.Errorf("run directory lacks %s", f)
 		}
 	}
+	// The live record's timeline sums to the report, class by class.
+	if f, err := os.Open(filepath.Join(r.dir, liveFile)); err == nil {
+		lv, err := record.ReadLive(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		series := record.BucketsBySeries(lv.Buckets)
+		for _, e := range r.report.Executions {
+			for _, br := range e.Results {
+				if err := record.CheckTimeline(series[record.SeriesKey{Label: e.Label, Backend: br.Backend}], br); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
 	// Each target was judged on its own 2xx floor: 99 % of its share on
 	// two nodes.
 	for target, floor := range map[string]string{"mesh/svc-1": "17.82", "mesh/echo": "5.94"} {
