@@ -215,6 +215,5 @@ func ReadLock(path string) (Lock, error) {
 	return l, nil
 }
 
-
 // WriteLock writes l to path atomically.
 func WriteLock(path string, l Lock) error { return record.WriteFile(path, l.Format(), 0o644) }
