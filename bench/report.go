@@ -162,6 +162,9 @@ const (
 	goalSoakRSSMiB = 20
 	goalHighUS     = 7.7
 	goalLowUS      = 16
+	// Beside a baseline engine (--baseline-engine): the timeline's cost.
+	goalSoakCPURatio = 1.1
+	goalHighUSRatio  = 1.05
 )
 
 // checks derives the assertions and goals from the rows.
@@ -199,9 +202,29 @@ func checks(o Options, rows []Row) []Check {
 		}
 		return ""
 	}
+	baseline := map[string]Row{} // scenario: the baseline engine's row
 	for _, r := range rows {
-		if r.Tool != "engine" {
+		if r.Tool == toolBaseline && r.Installed {
+			baseline[r.Scenario] = r
+		}
+	}
+	for _, r := range rows {
+		if r.Tool == toolBaseline {
+			addCounts(r)
 			continue
+		}
+		if r.Tool != toolEngine {
+			continue
+		}
+		if base, ok := baseline[r.Scenario]; ok {
+			switch r.Scenario {
+			case scenarioSoak:
+				ratio := r.CPUSeconds / base.CPUSeconds
+				add(checkGoal, r, ratio <= goalSoakCPURatio, "cpu_ratio=%.3f (%.3fs / baseline %.3fs) <= %v", ratio, r.CPUSeconds, base.CPUSeconds, goalSoakCPURatio)
+			case scenarioHigh:
+				ratio := r.USPerReq / base.USPerReq
+				add(checkGoal, r, ratio <= goalHighUSRatio, "us_per_req_ratio=%.3f (%.2f / baseline %.2f) <= %v", ratio, r.USPerReq, base.USPerReq, goalHighUSRatio)
+			}
 		}
 		switch r.Scenario {
 		case scenarioSoak:

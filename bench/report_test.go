@@ -100,6 +100,13 @@ func TestChecks(t *testing.T) {
 	fortio := Row{Scenario: scenarioLow, Tool: "fortio", Installed: true, P99NS: 400000}
 	vegeta := Row{Scenario: scenarioLow, Tool: "vegeta", Installed: true, P99NS: 250000}
 	absent := Row{Scenario: scenarioLow, Tool: "wrk", P99NS: 1}
+	// Beside a baseline engine: the ratios of their CPU.
+	soakOn := Row{Scenario: scenarioSoak, Tool: toolEngine, Sent: 3600, OK: 3600, CPUSeconds: 0.21, CPUCores: 0.0035, PeakRSSMiB: 16}
+	soakBase := Row{Scenario: scenarioSoak, Tool: toolBaseline, Installed: true, Planned: 3600, Sent: 3600, OK: 3600, CPUSeconds: 0.2, CPUCores: 0.0033, PeakRSSMiB: 15.8}
+	highOn := high
+	highOn.USPerReq = 10.6
+	highBase := high
+	highBase.Tool, highBase.Installed, highBase.USPerReq = toolBaseline, true, 10
 
 	pass := func(cs []Check) []string {
 		var out []string
@@ -126,6 +133,10 @@ func TestChecks(t *testing.T) {
 		{"low beside peers", []Row{low, fortio, vegeta, absent}, []string{"ASSERT low sent=20000 pass", "GOAL low held=true pass", "GOAL low us_per_req=12.00 pass", "GOAL low p99=300µs fail"}},
 		{"low alone", []Row{low}, []string{"ASSERT low sent=20000 pass", "GOAL low held=true pass", "GOAL low us_per_req=12.00 pass"}},
 		{"peers only", []Row{fortio}, nil},
+		{"soak beside a baseline", []Row{soakOn, soakBase}, []string{"GOAL soak cpu_ratio=1.050 pass", "ASSERT soak sent=3600 pass",
+			"GOAL soak cpu_cores=0.0035 pass", "GOAL soak peak_rss_mib=16.0 pass", "ASSERT soak sent=3600 pass"}},
+		{"high beside a baseline", []Row{highOn, highBase}, []string{"GOAL high us_per_req_ratio=1.060 fail", "ASSERT high sent=750000 pass",
+			"GOAL high held=true pass", "GOAL high us_per_req=10.60 fail", "ASSERT high sent=750000 pass"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

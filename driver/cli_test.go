@@ -52,6 +52,7 @@ func writeFile(t *testing.T, name, body string) string {
 func TestCLIExitCodes(t *testing.T) {
 	valid := writeFile(t, "valid.yaml", validPlan)
 	invalid := writeFile(t, "invalid.yaml", unknownFieldPlan)
+	tmpStream, tmpReport := filepath.Join(t.TempDir(), "s.jsonl"), filepath.Join(t.TempDir(), "r.json")
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -73,6 +74,9 @@ func TestCLIExitCodes(t *testing.T) {
 		{name: "run help documents the status", args: []string{"run", "--help"}, code: 0, stderrHas: "status <label> sent=N answered=N 2xx=N failures=<class>=N,...|none backends=R/B elapsed=<d>/<planned>"},
 		{name: "run bad status", args: []string{"run", valid, "--status", "fancy"}, code: 2, errHas: `--status "fancy": want auto, tty, lines or off`},
 		{name: "run zero status interval", args: []string{"run", valid, "--status-interval", "0s"}, code: 2, errHas: "--status-interval must be positive"},
+		{name: "run help documents the live record", args: []string{"run", "--help"}, code: 0, stderrHas: "-live-record FILE"},
+		{name: "run live record is the stream", args: []string{"run", valid, "--results-stream", tmpStream, "--live-record", tmpStream}, code: 2, errHas: "live record " + tmpStream + " is the results stream"},
+		{name: "run live record is the report", args: []string{"run", valid, "-o", tmpReport, "--live-record", tmpReport}, code: 2, errHas: "live record " + tmpReport + " is the report"},
 		{name: "run negative progress", args: []string{"run", valid, "--progress=-1s"}, code: 2, errHas: "--progress must not be negative"},
 		{name: "run bad option", args: []string{"run", valid, "--cancel-wait", "0s"}, code: 2, errHas: "cancel wait must be positive"},
 		{name: "run every problem at once", args: []string{"run", "--cancel-wait", "0s", "--progress=-1s"}, code: 2, errHas: "run needs a PLAN\n--progress must not be negative"},

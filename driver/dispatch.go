@@ -84,6 +84,9 @@ type call struct {
 	client  enginev1.EngineClient
 	ctx     context.Context
 	stop    context.CancelFunc
+	// tl is the execution's timeline as the stream sent it; the call's
+	// goroutine fills it, under its own lock.
+	tl timeline
 
 	state       callState
 	started     bool
@@ -129,6 +132,8 @@ type runner struct {
 	// status shows the live status of the running targets; nil shows
 	// none.
 	status *statusBoard
+	// live appends the timeline to the live record; nil writes none.
+	live *liveRecord
 	// progressInterval is what the engines are asked for; progressEvery
 	// says every how many of a stream's Progress events a progress line
 	// is printed (0: never). See progressCadence.
@@ -289,8 +294,10 @@ func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- ev
 		}
 		switch e := ev.GetEvent().(type) {
 		case *enginev1.ExecuteEvent_Started:
+			c.tl.start(seriesOf(c, e.Started))
 			events <- event{c: c, kind: evStarted, name: e.Started.GetBackendName()}
 		case *enginev1.ExecuteEvent_Progress:
+			r.live.append(c.tl.progress(e.Progress))
 			progressed++
 			if r.progressEvery > 0 && progressed%r.progressEvery == 0 {
 				r.lines.progress(c.ex.label, c.backend, e.Progress)

@@ -63,7 +63,7 @@ errored or was not run, or the run was interrupted (SIGINT, SIGTERM);
 `
 
 const usageRun = `Usage: sortie run PLAN [-o report.json] [--json] [--results-stream FILE] [--progress DUR]
-                  [--status auto|tty|lines|off] [--status-interval DUR]
+                  [--live-record FILE|-|off] [--status auto|tty|lines|off] [--status-interval DUR]
 
 Runs the plan's scenarios in file order, never overlapping; a scenario's
 stages in order; every execution of a stage on every backend of its pool
@@ -87,6 +87,24 @@ on node-b") fails the execution.
 -o and --results-stream must name two files (not one file by two names):
 the report is renamed into place and would replace the stream. Both are
 checked before the plan is read.
+
+The live record (--live-record FILE; by default, with --results-stream S,
+S with its extension replaced by .live.jsonl; - or off for none) is on
+disk within seconds of what it says: the engines report every second
+while it is written, and what they sent is appended with one write and
+one sync at most four times a second. Its first line of a run is {"type":"head",
+"made_by":{...},"run_id":...}; then one {"type":"bucket",...} line per
+final timeline bucket of each execution on each backend (label, backend,
+backend_name, index, start, offset_ms, width_ms, counters, unsent,
+latency {count,p50,p99,max} in ns, samples_dropped) and one
+{"type":"sample",...} line per failure sample (label, backend, bucket,
+due, outcome, latency_ns, class, reason, phase, status, remote,
+conn_age_ms, conn_requests), in the order they come. It is append-only
+and torn-line safe like the results stream; the report names it
+(live_record). A backend lost or silent keeps what its buckets had
+counted: a result with "partial": true and "counted_until" (the end of
+its contiguous buckets from 0), its counters their sums and its planned
+the requests due before counted_until, next to its backend_errors entry.
 
 Flags:
 %s
@@ -195,6 +213,7 @@ type runFlags struct {
 	output         string
 	json           bool
 	stream         string
+	live           string
 	progress       time.Duration
 	status         string
 	statusInterval time.Duration
@@ -208,6 +227,7 @@ func newRunFlagSet(o *Options, f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.output, "output", "", "same as -o `FILE`")
 	fs.BoolVar(&f.json, "json", false, "print the JSON report on stdout instead of the text summary")
 	fs.StringVar(&f.stream, "results-stream", "", "append each finished execution to `FILE` as one JSON line, synced")
+	fs.StringVar(&f.live, "live-record", "", "append every timeline bucket and failure sample the engines send to `FILE` as JSON lines, synced as they come (default: the results stream's name with its extension replaced by .live.jsonl; - or off: none)")
 	fs.DurationVar(&f.progress, "progress", 30*time.Second, "print a progress line per execution and backend every `DUR` (0: never)")
 	fs.StringVar(&f.status, "status", "auto", "show a live status per target as `MODE`: tty (a block redrawn at the foot of the terminal), lines (status lines), off, or auto (tty when stderr is a terminal, else lines)")
 	fs.DurationVar(&f.statusInterval, "status-interval", 10*time.Second, "with --status lines, print each running target's status line every `DUR`")
@@ -278,7 +298,11 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 
 	lines := &lineWriter{w: stderr}
 	r := &runner{opts: o, log: o.logger(lines), lines: lines, runID: newRunID()}
-	r.progressInterval, r.progressEvery = progressCadence(f.progress, o.StatusTick, mode != statusOff)
+	livePath := liveRecordPath(f.live, f.stream)
+	// The live record needs the engines' buckets within seconds: they
+	// come with Progress events, so the engines report every status tick
+	// as they do for a live status.
+	r.progressInterval, r.progressEvery = progressCadence(f.progress, o.StatusTick, mode != statusOff || livePath != "")
 	if mode != statusOff {
 		r.status = &statusBoard{mode: mode, now: o.now, interval: f.statusInterval, redraw: o.StatusRedraw, lines: lines}
 	}
@@ -288,8 +312,21 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 	defer r.close()
 	scenarios := fromCompiled(compiled)
 	madeBy := r.madeBy(ctx, f.plan, planData, scenarios)
+	if livePath != "" {
+		if r.live, err = openLive(livePath, record.HeadLine{MadeBy: madeBy, RunID: r.runID}, r.log); err != nil {
+			return cli.Usage(err)
+		}
+	}
 	rep, runErr := r.run(ctx, scenarios, stream)
+	// Every line the engines sent is on disk before the report names
+	// the file.
+	if err := r.live.close(); err != nil {
+		r.log.Error("live record", "err", err)
+	}
 	rep.MadeBy = madeBy
+	if livePath != "" {
+		rep.LiveRecord = livePath
+	}
 
 	errs := []error{runErr}
 	if f.output != "" {
@@ -343,6 +380,13 @@ func (f *runFlags) check(o Options, pos []string, terminal bool) (statusMode, er
 	}
 	if err := checkOutputs(f.output, f.stream); err != nil {
 		problems = append(problems, err)
+	}
+	if live := liveRecordPath(f.live, f.stream); live != "" {
+		for _, other := range []struct{ flag, path string }{{"the results stream", f.stream}, {"the report", f.output}} {
+			if other.path != "" && sameFile(live, other.path) {
+				problems = append(problems, fmt.Errorf("live record %s is %s %s: give them two files", live, other.flag, other.path))
+			}
+		}
 	}
 	return mode, errors.Join(problems...)
 }

@@ -370,6 +370,20 @@ func TestInvalidRequests(t *testing.T) {
 		{"statsd without backend", func(r *enginev1.ExecuteRequest) {
 			r.Stats = &enginev1.Stats{Address: "127.0.0.1:8125", Scenario: "s", Target: "t"}
 		}, codes.FailedPrecondition, "--backend-name", nil},
+		{"bucket too narrow", func(r *enginev1.ExecuteRequest) { r.BucketWidth = durationpb.New(50 * time.Millisecond) }, codes.InvalidArgument, "bucket_width: 50ms is not between 100ms and 1h0m0s", nil},
+		{"bucket too wide", func(r *enginev1.ExecuteRequest) { r.BucketWidth = durationpb.New(2 * time.Hour) }, codes.InvalidArgument, "bucket_width: 2h0m0s is not between", nil},
+		{"bucket not whole ms", func(r *enginev1.ExecuteRequest) { r.BucketWidth = durationpb.New(1500 * time.Microsecond) }, codes.InvalidArgument, "bucket_width: 1.5ms is not a whole number of milliseconds", nil},
+		{"negative bucket", func(r *enginev1.ExecuteRequest) { r.BucketWidth = durationpb.New(-time.Second) }, codes.InvalidArgument, "bucket_width: -1s must not be negative", nil},
+		{"too many buckets", func(r *enginev1.ExecuteRequest) {
+			r.Duration = durationpb.New(3 * time.Hour)
+			r.BucketWidth = durationpb.New(100 * time.Millisecond)
+		}, codes.InvalidArgument, "bucket_width: 100ms makes 108000 buckets of a 3h0m0s schedule, more than 100000", nil},
+		{"bucket over 2^32 requests", func(r *enginev1.ExecuteRequest) {
+			r.Rate = 1 << 31
+			r.Workers = 2
+			r.BucketWidth = durationpb.New(time.Second)
+		}, codes.InvalidArgument, "more than 2^32", nil},
+		{"sample budget too big", func(r *enginev1.ExecuteRequest) { r.SampleBudget = 100_001 }, codes.InvalidArgument, "sample_budget: 100001 is more than 100000", nil},
 		{"every problem at once", func(r *enginev1.ExecuteRequest) {
 			r.Url = "gopher://x/"
 			r.Rate = 0

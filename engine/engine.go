@@ -10,6 +10,11 @@
 // by a cancel and said so in Result.unsent. Latency runs from the due
 // time, so time spent waiting for a connection is in it.
 //
+// Every execution also keeps a timeline (timeline.go): its counters per
+// bucket of due time, and a sample of each failure up to a budget, both
+// streamed with Progress as they become final, so the record of a run is
+// written while it goes and sums to its Result exactly.
+//
 // The engine is built for hours of low, exact load at little cost: no
 // goroutine or allocation per request, one goroutine per connection, and a
 // pacer that blocks between requests.
@@ -32,6 +37,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
@@ -297,6 +303,7 @@ func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStream
 		"workers", sp.workers, "rate", sp.pacer.Rate(), "duration", sp.pacer.Duration())
 	if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Started{Started: &enginev1.Started{
 		ExecutionId: sp.id, BackendName: e.opts.BackendName, StartTime: timestamppb.New(sp.start),
+		BucketWidth: durationpb.New(sp.bucketWidth), Buckets: sp.buckets, SampleBudget: uint32(sp.sampleBudget),
 	}}}); err != nil {
 		if sink != nil {
 			_ = sink.client.Close()
@@ -322,7 +329,7 @@ func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStream
 		case <-x.done:
 			running = false
 		case <-tick:
-			if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Progress{Progress: x.progress()}}); err != nil {
+			if err := sendProgress(stream, x); err != nil {
 				log.Warn("progress not delivered; cancelling", "error", err)
 				x.cancel()
 				tick = nil
@@ -338,10 +345,34 @@ func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStream
 		close(sinkStop)
 		<-sinkDone
 	}
+	if n := x.tl.finalCount(); n != sp.buckets {
+		log.Error("timeline incomplete", "final_buckets", n, "buckets", sp.buckets)
+	}
+	// The rest of the timeline goes out before the Result, so that a
+	// stream read to its Result holds all of it.
+	if tick != nil && x.tl.waiting() {
+		if err := sendProgress(stream, x); err != nil {
+			return err
+		}
+	}
 	res := x.result(e.opts.BackendName)
 	log.Info("execution finished", "cancelled", res.Cancelled, "planned", res.Planned, "unsent", res.Unsent,
 		"elapsed", res.Elapsed.AsDuration(), "counters", res.Counters)
 	return stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Result{Result: res}})
+}
+
+// sendProgress sends a Progress, and more at once while more of the
+// timeline waits than one carries.
+func sendProgress(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent], x *execution) error {
+	for {
+		p, more := x.progress()
+		if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Progress{Progress: p}}); err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
 }
 
 // Cancel ends a running execution early.

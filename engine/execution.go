@@ -20,6 +20,7 @@ type execution struct {
 	spec    *spec
 	base    time.Time // spec.start with a monotonic reading
 	workers []*worker
+	tl      *timeline // built with the workers
 
 	ctx    context.Context // cancelled: the pacers stop
 	cancel context.CancelFunc
@@ -50,6 +51,7 @@ func newExecution(s *spec, parent context.Context) *execution {
 // already made are released and none is kept.
 func (x *execution) build(newSleeper func() (*sleeper, error)) error {
 	s := x.spec
+	tl := newTimeline(s.bucketWidth, s.buckets, s.workers, s.sampleBudget)
 	workers := make([]*worker, 0, s.workers)
 	for i := range s.workers {
 		sl, err := newSleeper()
@@ -59,9 +61,9 @@ func (x *execution) build(newSleeper func() (*sleeper, error)) error {
 			}
 			return fmt.Errorf("worker %d of %d: %w", i, s.workers, err)
 		}
-		workers = append(workers, newWorker(s, i, x.base, x.ctx, s.stats != nil, sl))
+		workers = append(workers, newWorker(s, i, x.base, x.ctx, s.stats != nil, sl, tl))
 	}
-	x.workers = workers
+	x.workers, x.tl = workers, tl
 	return nil
 }
 
@@ -108,10 +110,15 @@ func (x *execution) counters() counterSet {
 	return total
 }
 
-// progress is a cumulative snapshot: counters and the latency_2xx summary.
-func (x *execution) progress() *enginev1.Progress {
+// progress is a cumulative snapshot (counters and the latency_2xx
+// summary) with up to maxPerProgress of the final buckets and of the
+// samples not streamed yet; more says others wait. The timeline is taken
+// before the counters, so they include every failure in its samples and
+// buckets.
+func (x *execution) progress() (p *enginev1.Progress, more bool) {
+	buckets, samples, more := x.tl.take(maxPerProgress)
 	c := x.counters()
-	p := &enginev1.Progress{Counters: c.toMap()}
+	p = &enginev1.Progress{Counters: c.toMap(), Buckets: buckets, FailureSamples: samples}
 	elapsed := time.Since(x.base)
 	if elapsed < 0 {
 		elapsed = 0
@@ -130,7 +137,7 @@ func (x *execution) progress() *enginev1.Progress {
 	if p.LatencyCount > 0 {
 		p.LatencyMeanNs = float64(sum) / float64(p.LatencyCount)
 	}
-	return p
+	return p, more
 }
 
 // result assembles the Result once every worker finished.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -202,9 +203,17 @@ func TestOutcomeInflightLost(t *testing.T) {
 	te := startEngine(t, Options{})
 	r := req("silent", srv.url(), 10, 500*time.Millisecond)
 	r.Timeout = durationpb.New(300 * time.Millisecond)
+	r.ProgressInterval = durationpb.New(100 * time.Millisecond)
 	run := te.execute(t, r)
 	res := run.mustResult(t)
 	wantCounters(t, res, map[string]uint64{record.InflightLost: 5})
+	// Lost on their connections: the samples name them.
+	_, samples := checkTimeline(t, run, srv.lis.Addr().String())
+	for _, s := range samples {
+		if s.Class != record.InflightLost || s.Remote != srv.lis.Addr().String() || s.ConnRequests != 0 {
+			t.Errorf("sample %+v, want in-flight lost on a fresh connection to %s", s, srv.lis.Addr())
+		}
+	}
 	// The last outcome is the drain's end: after the last due time plus
 	// the timeout. A lower bound, which no load can break: the drain
 	// starts after the last send and its timer never fires early.
@@ -230,13 +239,33 @@ func TestOutcomeOverflowWhenNotAccepting(t *testing.T) {
 	r.Connections = 2
 	r.MaxPendingRequests = 1
 	r.Timeout = durationpb.New(300 * time.Millisecond)
-	res := te.execute(t, r).mustResult(t)
+	r.BucketWidth = durationpb.New(100 * time.Millisecond)
+	r.ProgressInterval = durationpb.New(100 * time.Millisecond)
+	got := te.execute(t, r)
+	res := got.mustResult(t)
 	// Two on connections and one queued are lost at the drain's end;
 	// the other 17 found no room.
 	wantCounters(t, res, map[string]uint64{
 		record.PoolOverflow: 17,
 		record.InflightLost: 3,
 	})
+	// The lost are the first three requests, due at 0, 50 and 100 ms:
+	// buckets 0, 0 and 1 of 100 ms, whenever they were lost.
+	buckets, samples := checkTimeline(t, got, lis.Addr().String())
+	var lostIn []uint32
+	for _, s := range samples {
+		if s.Class == record.InflightLost {
+			lostIn = append(lostIn, s.Bucket)
+		}
+	}
+	slices.Sort(lostIn)
+	lost := map[uint32]uint64{}
+	for _, b := range buckets {
+		lost[b.Index] = b.Counters[record.InflightLost]
+	}
+	if !slices.Equal(lostIn, []uint32{0, 0, 1}) || lost[0] != 2 || lost[1] != 1 {
+		t.Errorf("lost requests in buckets %v, want their due times' 0, 0 and 1", lostIn)
+	}
 }
 
 func TestBodiesAndKeepAlive(t *testing.T) {
@@ -362,7 +391,11 @@ func TestOutcomeConnectTimeout(t *testing.T) {
 	te := startEngine(t, Options{})
 	r := req("connect-timeout", fmt.Sprintf("http://127.0.0.1:%d/", port), 10, 500*time.Millisecond)
 	r.Timeout = durationpb.New(300 * time.Millisecond)
-	res := te.execute(t, r).mustResult(t)
+	r.ProgressInterval = durationpb.New(100 * time.Millisecond)
+	got := te.execute(t, r)
+	res := got.mustResult(t)
+	// Timeouts have a sample each, without a remote: no connection.
+	checkTimeline(t, got, fmt.Sprintf("127.0.0.1:%d", port))
 	c := res.GetCounters()
 	// How many handshakes the kernel completes into a queue of "0" is its
 	// own business (one, or two); each of those requests is written and

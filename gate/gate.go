@@ -209,6 +209,9 @@ Output lines (fields separated by two spaces):
 
 Reasons on a FAIL line include:
   LOST BACKEND <node> (<address>) [counters reported|returned nothing]
+  LOST BACKEND <node> (<address>) at +<s>s, <n> answered 2xx before
+      a lost node whose partial result (the driver's count of its timeline)
+      ends <s> seconds after its start, with <n> 2xx counted by then
   survivors <node>=ok|FAIL ...  |  no backend survived
   failures <class>=<n> [<node>=<n> ...] ...
   driver saturated: <n> request(s) not sent [<node>=<n> ...] (pool_overflow: ...)

@@ -29,6 +29,7 @@ var wantExit = map[string]int{
 	"saturated-above-floor": 1,
 	"lost-nothing":          1,
 	"lost-partial":          1,
+	"lost-timeline":         1,
 	"no-backend":            1,
 	"slow-node":             0, // latency is printed, not judged
 	"slow-node-max-p99":     1,
@@ -153,6 +154,7 @@ func TestGoldenWording(t *testing.T) {
 		{"inflight-lost", []string{"in flight at the end: 2 request(s) with no outcome [node-b=2]"}},
 		{"lost-nothing", []string{"LOST BACKEND node-a (10.0.1.5:8443) [returned nothing] | survivors node-b=ok", "LOST  node-a (10.0.1.5:8443)  targets=3  error: ", "lost_backends=1"}},
 		{"lost-partial", []string{"LOST BACKEND node-a (10.0.1.5:8443) [counters reported] | survivors node-b=ok"}},
+		{"lost-timeline", []string{"LOST BACKEND node-a (10.0.1.5:8443) at +41s, 369 answered 2xx before | survivors node-b=ok"}},
 		{"no-backend", []string{"no backend survived", "lost_backends=2"}},
 		{"frozen-off-plan", []string{"ran off plan (150s) on [node-a=291.507s]"}},
 		{"refused-all", []string{"REFUSED AT THE EXECUTION CAP", "[refused by: node-a node-b]", "lost_backends=0"}},

@@ -540,7 +540,10 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 		if ns.lost != nil {
 			lostN++
 			what := "[returned nothing]"
-			if ns.result != nil {
+			switch {
+			case ns.result != nil && ns.result.Partial:
+				what = lostAt(ns.result)
+			case ns.result != nil:
 				what = "[counters reported]"
 			}
 			add(fmt.Sprintf("LOST BACKEND %s (%s) %s", nd.Node, ns.addr, what))
@@ -1066,4 +1069,18 @@ func judgeLog(ls *LogSummary, name string, execs []record.Entry) (int, *RunFailu
 		return k, nil, fmt.Sprintf("%s has no summary line (\"N/M executions passed\"): it could not witness executions not run", name)
 	}
 	return k, nil, ""
+}
+
+// lostAt says when a lost node's partial result ends and what it had
+// counted by then: "at +41s, 369 answered 2xx before". The offset runs
+// from the node's started_at to its counted_until; without both, its
+// elapsed_ms (which the driver sets to the same span).
+func lostAt(r *record.BackendResult) string {
+	ms := r.ElapsedMs
+	from, err1 := time.Parse(time.RFC3339Nano, r.StartedAt)
+	until, err2 := time.Parse(time.RFC3339Nano, r.CountedUntil)
+	if err1 == nil && err2 == nil && !until.Before(from) {
+		ms = until.Sub(from).Milliseconds()
+	}
+	return fmt.Sprintf("at +%ss, %d answered 2xx before", fmtMsAsS(ms), r.Counters[record.HTTP2xx])
 }

@@ -4,8 +4,11 @@
 // (planned = unsent + the sum of the outcome classes), the typed kinds of
 // backend errors, the run directory's run.env, the share arithmetic that
 // splits a rate over weighted targets, and the one atomic file writer every
-// component uses for a file a user keeps. The driver writes the record with
-// it; the gate, the saver and the kickoff read it with it.
+// component uses for a file a user keeps; and the live record, the JSON
+// lines the driver appends while a run goes (a head line, then the
+// engines' timeline buckets and failure samples: live.go and timeline.go).
+// The driver writes the record with it; the gate, the saver and the kickoff
+// read it with it.
 //
 // It imports no network code (the gate, which must run anywhere on a copied
 // report, builds on it; a test of the gate holds that).
@@ -18,9 +21,10 @@
 //
 // A report is one JSON object, indented by two spaces:
 //
-//	{"pass": bool, "executions": [Execution, ...], "made_by": MadeBy}
+//	{"pass": bool, "executions": [Execution, ...], "made_by": MadeBy, "live_record": path}
 //
-// pass is true when every execution passed. executions lists every
+// live_record names the live record the run appended its timeline to (see
+// live.go), as the driver was given it; absent when none. pass is true when every execution passed. executions lists every
 // execution of the plan in plan order (scenarios in file order, then stages,
 // then targets), including those that were never run. made_by says what
 // made the run (absent in earlier reports, which readers accept; readers
@@ -95,6 +99,13 @@
 //	counters      benchmark.* counters; an absent counter was zero
 //	statistics    histogram summaries by id:
 //	              {count, unit, mean, pstdev, min, max, p50, p90, p99, p99.9}
+//	partial       the backend was lost or silent and this is what its
+//	              timeline had counted (its backend_errors entry stays):
+//	              counters and unsent sum its contiguous buckets 0 to k-1,
+//	              planned is what was due before counted_until, so planned
+//	              = unsent + the outcome counters over that part; no
+//	              statistics
+//	counted_until the end of that prefix of buckets, RFC 3339 UTC with ms
 //
 // Counters are named benchmark.* (benchmark.http_2xx, benchmark.pool_overflow,
 // benchmark.stream_resets_before_headers, ...). Statistics are keyed by
@@ -180,6 +191,10 @@ type Report struct {
 	// MadeBy says what made the run: the driver, the plan, the engines.
 	// Reports written before it existed have none.
 	MadeBy *MadeBy `json:"made_by,omitempty"`
+	// LiveRecord is the live record the driver appended the timeline to
+	// (sortie run --live-record), as it was given; absent when none was
+	// written.
+	LiveRecord string `json:"live_record,omitempty"`
 }
 
 // Execution is one target of one scenario (or one stage of it) run on every
@@ -277,6 +292,16 @@ type BackendResult struct {
 	Counters map[string]uint64 `json:"counters"`
 	// Statistics by histogram id.
 	Statistics map[string]Statistic `json:"statistics,omitempty"`
+	// Partial says the backend was lost or silent and this result is
+	// what its timeline had counted: Counters and Unsent are the sums of
+	// the contiguous buckets 0 to k-1 it sent, Planned the requests due
+	// before CountedUntil, so planned = unsent + the outcome classes for
+	// the part it covers. Its backend_errors entry stays; a partial
+	// result never passes as the node's whole share.
+	Partial bool `json:"partial,omitempty"`
+	// CountedUntil is the end of that prefix of buckets (RFC 3339, ms):
+	// every request due before it is counted, none due after.
+	CountedUntil string `json:"counted_until,omitempty"`
 }
 
 // Statistic summarises one histogram. Durations are in nanoseconds.

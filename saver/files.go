@@ -21,6 +21,7 @@ const (
 	FileDriverLog  = "sortie.log"
 	FileEnginesEnd = "engines-end.tsv"
 	FileStream     = "results.jsonl"
+	FileLive       = "live.jsonl"
 	FileReport     = "report.json"
 	FileTimes      = "times.tsv"
 	FileSaved      = "SAVED"
@@ -44,7 +45,7 @@ func removeStaleTemps(dir string) {
 // savesFile reports whether name is one the saver writes.
 func savesFile(name string) bool {
 	switch name {
-	case FileJob, FileDriverPod, FileDriverLog, FileEnginesEnd, FileStream, FileReport, FileTimes, FileSaved:
+	case FileJob, FileDriverPod, FileDriverLog, FileEnginesEnd, FileStream, FileLive, FileReport, FileTimes, FileSaved:
 		return true
 	}
 	name = strings.TrimSuffix(name, ".partial")

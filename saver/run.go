@@ -59,7 +59,8 @@ Files in RUNDIR: job.json, sortie-pod.json, sortie.log (sortie-<pod>.log for
 earlier attempts), engine-<pod>.log (and engine-<pod>.previous.log after a
 restart; a log that broke off is kept as <file>.partial), engines-end.tsv
 (podIP, node, pod, restarts; tab-separated, sorted), results.jsonl (the
-results stream), report.json, times.tsv (label, started_at, ended_at,
+results stream), live.jsonl (the live record, when run.env names LIVE),
+report.json, times.tsv (label, started_at, ended_at,
 elapsed_ms, backend, backend started_at, pass|fail|not_run; tab-separated,
 "-" for a missing value), SAVED (the time it was written).
 

@@ -32,6 +32,9 @@ type RunEnv struct {
 	// Stream is the results stream's file name on the PVC (STREAM); empty
 	// when the run writes none.
 	Stream string
+	// Live is the live record's file name on the PVC (LIVE); empty when
+	// the run writes none or run.env does not say.
+	Live string
 	// PVC is the claim the driver writes the report and stream to (PVC).
 	PVC string
 	// PlannedDuration is how long the load was planned to run
@@ -66,6 +69,7 @@ var RunEnvKeys = []struct{ Key, Doc string }{
 	{"PVC", "the report PVC (required)"},
 	{"REPORT", "report file name on the PVC, relative to its root (required)"},
 	{"STREAM", "results stream file name on the PVC (optional)"},
+	{"LIVE", "live record file name on the PVC (optional; saved as live.jsonl)"},
 	{"PLANNED_DURATION", "planned load duration: a Go duration (900s, 8h) or whole seconds (required)"},
 	{"LOAD_START", "when the load started: RFC 3339 or Unix seconds (optional; default the Job's start time)"},
 	{"ENGINE_SELECTOR", "label selector of the engine pods (optional; no engine logs without it)"},
@@ -94,6 +98,7 @@ func ParseRunEnv(r io.Reader) (RunEnv, error) {
 		Job:             vals.Get("JOB"),
 		Report:          vals.Get("REPORT"),
 		Stream:          vals.Get("STREAM"),
+		Live:            vals.Get("LIVE"),
 		PVC:             vals.Get("PVC"),
 		EngineSelector:  vals.Get("ENGINE_SELECTOR"),
 		ReaderImage:     vals.Get("READER_IMAGE"),
@@ -187,7 +192,7 @@ func (e RunEnv) Validate() error {
 			errs = append(errs, fmt.Errorf("run.env: %s %q: %s", kv[0], kv[1], m))
 		}
 	}
-	for _, kv := range [][2]string{{"REPORT", e.Report}, {"STREAM", e.Stream}} {
+	for _, kv := range [][2]string{{"REPORT", e.Report}, {"STREAM", e.Stream}, {"LIVE", e.Live}} {
 		if kv[1] == "" {
 			continue
 		}

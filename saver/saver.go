@@ -235,6 +235,9 @@ func Save(ctx context.Context, cs kubernetes.Interface, clk clock.Clock, o Optio
 	if o.Env.Stream != "" {
 		steps = append(steps, step{"results stream", s.copyStream})
 	}
+	if o.Env.Live != "" {
+		steps = append(steps, step{"live record", s.copyLive})
+	}
 	if state != JobActive {
 		steps = append(steps, step{"report", s.copyReport})
 	}

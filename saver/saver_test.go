@@ -547,6 +547,35 @@ func TestSave(t *testing.T) {
 			}
 		},
 	}, {
+		name: "live-record-copied",
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.env.Live = "runs/r1/results.live.jsonl"
+			fx.fileLogs[fx.env.Live] = logScript{data: []byte(`{"type":"head","run_id":"r1"}` + "\n" + `{"type":"bucket","label":"steady/alpha","backend":"10.0.1.5:8443","index":0}` + "\n")}
+			return objs
+		},
+		saved: true,
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			got, err := os.ReadFile(filepath.Join(fx.dir, FileLive))
+			if want := fx.fileLogs[fx.env.Live].data; err != nil || !bytes.Equal(got, want) {
+				t.Errorf("live.jsonl %q (%v), want the PVC's %q", got, err, want)
+			}
+		},
+	}, {
+		name:   "shorter-live-record-never-replaces-longer",
+		before: map[string][]byte{FileLive: []byte("{\"type\":\"head\"}\n{\"type\":\"bucket\"}\n")},
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.env.Live = "runs/r1/results.live.jsonl"
+			fx.fileLogs[fx.env.Live] = logScript{data: []byte("{\"type\":\"head\"}\n")}
+			return objs
+		},
+		saved: true,
+		keep:  []string{FileLive},
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			if !strings.Contains(out, "live record not copied") && !strings.Contains(strings.Join(res.Problems, " "), "live record not copied") {
+				t.Errorf("no problem names the live record copy that was refused: %q %+v", out, res)
+			}
+		},
+	}, {
 		name:   "shorter-stream-never-replaces-longer",
 		before: map[string][]byte{FileStream: goodStream},
 		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {

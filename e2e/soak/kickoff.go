@@ -113,11 +113,11 @@ type kickoff struct {
 	churnNS  string
 	watchNS  []string
 
-	pvc, reportName, streamName string
-	driverImage                 string
-	engineKind                  string
-	engines                     []engineRow
-	backends                    int
+	pvc, reportName, streamName, liveName string
+	driverImage                           string
+	engineKind                            string
+	engines                               []engineRow
+	backends                              int
 
 	// stages are what the run starts in the cluster and beside it, in
 	// order; started is how many of them have started.
@@ -242,6 +242,7 @@ func (k *kickoff) readInputs() error {
 	// appended to and never truncated, and a kept PVC may hold earlier runs.
 	k.reportName = k.tag + ".json"
 	k.streamName = k.tag + ".jsonl"
+	k.liveName = k.tag + ".live.jsonl"
 	k.stages = []string{
 		"priorityclass/" + k.o.PriorityClass,
 		"pvc/" + k.pvc,
@@ -425,6 +426,7 @@ func (k *kickoff) values(job bool, plan string) map[string]any {
 	setPath(v, "report.volume", k.pvc)
 	setPath(v, "report.path", k.reportName)
 	setPath(v, "report.stream", k.streamName)
+	setPath(v, "report.live", k.liveName)
 	if plan != "" {
 		setPath(v, "plan", plan)
 	}
@@ -558,6 +560,7 @@ func (k *kickoff) writeRunEnv() error {
 	kv("PVC", k.pvc)
 	kv("REPORT", k.reportName)
 	kv("STREAM", k.streamName)
+	kv("LIVE", k.liveName)
 	kv("PLANNED_DURATION", fmt.Sprintf("%ds", int64(k.o.PlannedDuration()/time.Second)))
 	kv("ENGINE_SELECTOR", k.names.EngineSelector)
 	kv("ENGINE_CONTAINER", chart.EngineContainer)

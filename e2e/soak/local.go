@@ -39,6 +39,7 @@ const (
 	planFile    = "plan.yaml"
 	reportFile  = "report.json"
 	streamFile  = "results.jsonl"
+	liveFile    = "live.jsonl"
 	sharesFile  = "shares.tsv"
 	enginesFile = "engines.tsv"
 	driverLog   = "sortie.log"
@@ -545,6 +546,7 @@ func (l *local) runDriver(ctx context.Context) error {
 	args := []string{"driver", "run", filepath.Join(l.dir, planFile),
 		"-o", filepath.Join(l.dir, reportFile),
 		"--results-stream", filepath.Join(l.dir, streamFile),
+		"--live-record", filepath.Join(l.dir, liveFile),
 		"--progress", l.o.Progress.String(),
 		"--deadline-grace", l.o.DeadlineGrace.String(),
 		"--answer-window", l.o.AnswerWindow.String(),

@@ -136,9 +136,25 @@ func TestIntegrationLocalClean(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []string{planFile, sharesFile, enginesFile, streamFile, driverLog} {
+	for _, f := range []string{planFile, sharesFile, enginesFile, streamFile, liveFile, driverLog} {
 		if _, err := os.Stat(filepath.Join(r.dir, f)); err != nil {
 			t.Errorf("run directory lacks %s", f)
+		}
+	}
+	// The live record's timeline sums to the report, class by class.
+	if f, err := os.Open(filepath.Join(r.dir, liveFile)); err == nil {
+		lv, err := record.ReadLive(f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		series := record.BucketsBySeries(lv.Buckets)
+		for _, e := range r.report.Executions {
+			for _, br := range e.Results {
+				if err := record.CheckTimeline(series[record.SeriesKey{Label: e.Label, Backend: br.Backend}], br); err != nil {
+					t.Error(err)
+				}
+			}
 		}
 	}
 	// Each target was judged on its own 2xx floor: 99 % of its share on
@@ -379,6 +395,32 @@ func TestIntegrationLocalEngineKill(t *testing.T) {
 		c := r.counts(t, target)["node-a"]
 		if c[record.HTTP2xx] != want {
 			t.Errorf("%s on the surviving node-a: %v, want %d http_2xx", target, c, want)
+		}
+	}
+	// node-b keeps what it had counted, up to at most 2 s before the kill
+	// some 8 s in (the fault's own timing is the driver's start estimate,
+	// so a second of slack above).
+	if !regexp.MustCompile(`LOST BACKEND node-b \([^)]*\) at \+[0-9.]+s, [0-9]+ answered 2xx before`).MatchString(r.stdout) {
+		t.Errorf("the gate does not say when node-b went away and what it had counted")
+	}
+	for _, e := range r.report.Executions {
+		var partial *record.BackendResult
+		for i, br := range e.Results {
+			if br.BackendName == "node-b" {
+				partial = &e.Results[i]
+			}
+		}
+		if partial == nil || !partial.Partial {
+			t.Errorf("%s: node-b's result %+v, want a partial one", e.Label, partial)
+			continue
+		}
+		from, _ := time.Parse(time.RFC3339Nano, partial.StartedAt)
+		until, _ := time.Parse(time.RFC3339Nano, partial.CountedUntil)
+		if at := until.Sub(from); at < 6*time.Second || at > 9*time.Second {
+			t.Errorf("%s: node-b counted until +%v, want within 2 s before the kill at +8s", e.Label, at)
+		}
+		if err := partial.Conserves(); err != nil || partial.Planned == 0 {
+			t.Errorf("%s: node-b's partial result planned %d: %v", e.Label, partial.Planned, err)
 		}
 	}
 }

@@ -46,8 +46,10 @@ which writes the report of the cancelled run; it is graded, and the exit is
 the gate's code, or 1 when the gate passed it (never 0).
 
 The run directory DIR/<tag>/ holds plan.yaml, shares.tsv, engines.tsv,
-report.json, results.jsonl, sortie.log (the driver's stderr), sortie.out,
-rolls.log, faults.log, and a log per engine and target replica.
+report.json, results.jsonl, live.jsonl (the live record: every timeline
+bucket and failure sample, on disk within seconds), sortie.log (the driver's
+stderr), sortie.out, rolls.log, faults.log, and a log per engine and target
+replica.
 
 Faults (--fault, repeatable; times after the load start):
   target-down:<target>@<start>+<length>   the target answers 503 for the window
