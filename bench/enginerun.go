@@ -49,6 +49,10 @@ type engineOutcome struct {
 	// averaged.
 	P50, P99, P50R, P99R, LateP99 time.Duration
 	Counters                      map[string]uint64
+	// Buckets counts the timeline buckets streamed, each checked to sum
+	// to its Result; 0 for an engine without a timeline. ProgressEvents
+	// counts the Progress events.
+	Buckets, ProgressEvents int
 }
 
 // driveEngine runs execs on the engine at addr against url, all due from
@@ -69,7 +73,7 @@ func driveEngine(ctx context.Context, addr, url string, execs []engineExec) (eng
 	// One start time for all, as the driver gives a stage; far enough
 	// ahead that every Execute is accepted before it.
 	start := time.Now().Add(300 * time.Millisecond)
-	results := make([]*enginev1.Result, len(execs))
+	results := make([]streamed, len(execs))
 	errs := make([]error, len(execs))
 	var wg sync.WaitGroup
 	for i, x := range execs {
@@ -84,7 +88,10 @@ func driveEngine(ctx context.Context, addr, url string, execs []engineExec) (eng
 		return engineOutcome{}, err
 	}
 	out := engineOutcome{Counters: map[string]uint64{}}
-	for _, r := range results {
+	for _, s := range results {
+		r := s.result
+		out.Buckets += s.buckets
+		out.ProgressEvents += s.progress
 		c := r.GetCounters()
 		for k, v := range c {
 			out.Counters[k] += v
@@ -118,8 +125,16 @@ func driveEngine(ctx context.Context, addr, url string, execs []engineExec) (eng
 	return out, nil
 }
 
-// execute runs one execution and returns its Result.
-func execute(ctx context.Context, client enginev1.EngineClient, url string, x engineExec, start time.Time) (*enginev1.Result, error) {
+// streamed is what one Execute stream brought: its Result, and how many
+// timeline buckets and Progress events came before it.
+type streamed struct {
+	result            *enginev1.Result
+	buckets, progress int
+}
+
+// execute runs one execution, checks that its streamed timeline (if the
+// engine has one) sums to its Result, and returns them.
+func execute(ctx context.Context, client enginev1.EngineClient, url string, x engineExec, start time.Time) (streamed, error) {
 	req := &enginev1.ExecuteRequest{
 		ExecutionId:        x.ID,
 		Label:              "bench/" + x.ID,
@@ -138,18 +153,37 @@ func execute(ctx context.Context, client enginev1.EngineClient, url string, x en
 	}
 	stream, err := client.Execute(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("execute %s: %w", x.ID, err)
+		return streamed{}, fmt.Errorf("execute %s: %w", x.ID, err)
 	}
+	var out streamed
+	var buckets []record.BucketLine
+	var want uint32
 	for {
 		ev, err := stream.Recv()
 		if err == io.EOF {
-			return nil, fmt.Errorf("execute %s: stream ended without a result", x.ID)
+			return out, fmt.Errorf("execute %s: stream ended without a result", x.ID)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("execute %s: %w", x.ID, err)
+			return out, fmt.Errorf("execute %s: %w", x.ID, err)
 		}
-		if r := ev.GetResult(); r != nil {
-			return r, nil
+		switch e := ev.GetEvent().(type) {
+		case *enginev1.ExecuteEvent_Started:
+			want = e.Started.GetBuckets()
+		case *enginev1.ExecuteEvent_Progress:
+			out.progress++
+			for _, b := range e.Progress.GetBuckets() {
+				buckets = append(buckets, record.BucketLine{Index: b.GetIndex(), Counters: b.GetCounters(), Unsent: b.GetUnsent()})
+			}
+		case *enginev1.ExecuteEvent_Result:
+			out.result, out.buckets = e.Result, len(buckets)
+			if want == 0 || x.Progress == 0 {
+				return out, nil
+			}
+			r := record.BackendResult{Backend: x.ID, Counters: e.Result.GetCounters(), Unsent: e.Result.GetUnsent()}
+			if err := record.CheckTimeline(buckets, r); err != nil || len(buckets) != int(want) {
+				return out, fmt.Errorf("execute %s: %d of %d buckets streamed: %v", x.ID, len(buckets), want, err)
+			}
+			return out, nil
 		}
 	}
 }

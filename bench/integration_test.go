@@ -46,7 +46,10 @@ func findRow(t *testing.T, out *Output, scenario, tool string) Row {
 
 // TestIntegrationEngine runs the engine scenarios at small rates for 2 s
 // against the target, both child processes of this test binary, and
-// checks the counts: every planned request sent and answered 2xx.
+// checks the counts: every planned request sent and answered 2xx. Rates,
+// latencies and costs are the machine's: they are measured and must be
+// plausible (a p99 not below its p50), never held to a bound here; a
+// loaded machine misses the GOAL lines and passes.
 func TestIntegrationEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a target and engines for several seconds")
@@ -72,14 +75,21 @@ func TestIntegrationEngine(t *testing.T) {
 	if n := findRow(t, out, scenarioSoak, "fortio x8"); n.Installed || !strings.Contains(strings.Join(n.Notes, ";"), "not run") {
 		t.Errorf("fortio with --peers none: %+v", n)
 	}
+	// ASSERT lines are counts only, the ones checked above.
 	if out.failedAsserts() != 0 {
 		t.Errorf("assertions failed: %+v", out.Checks)
+	}
+	for _, c := range out.Checks {
+		if c.Kind == checkAssert && strings.Contains(c.What, "held=") {
+			t.Errorf("a held rate asserted: %+v", c)
+		}
 	}
 }
 
 // TestIntegrationPeers runs each installed peer for 1 s at 80 rps (wrk
 // closed loop) and checks that its report was read: the counts of a real
-// run, not of a captured sample.
+// run, not of a captured sample. How many a peer sent in its second
+// depends on the machine; that every one it sent was answered does not.
 func TestIntegrationPeers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the peers for several seconds")
@@ -101,8 +111,8 @@ func TestIntegrationPeers(t *testing.T) {
 		}
 		for _, p := range open {
 			r := findRow(t, out, scenarioLow, p)
-			if !r.Installed || r.Sent != 80 || r.OK != 80 || r.Errors != 0 || r.CPUSeconds <= 0 || r.PeakRSSMiB <= 0 {
-				t.Errorf("%s: %+v, want 80 sent and answered, CPU and RSS measured", p, r)
+			if !r.Installed || r.Sent == 0 || r.OK != r.Sent || r.Errors != 0 || r.CPUSeconds <= 0 || r.PeakRSSMiB <= 0 {
+				t.Errorf("%s: %+v, want requests sent and every one answered, CPU and RSS measured", p, r)
 			}
 		}
 	}

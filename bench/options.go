@@ -76,6 +76,16 @@ type Options struct {
 	// CPUProfileDir, when set, receives a CPU profile of every engine
 	// child, engine-<scenario>-<rate>.pprof.
 	CPUProfileDir string
+	// EngineProgress, when not 0, is the progress interval of every
+	// engine execution; the engine streams its timeline with Progress, so
+	// this is how often it does. 0 keeps the defaults: 30 s at the soak
+	// shape (the soak plan's), none elsewhere.
+	EngineProgress time.Duration
+	// BaselineEngine, when set, is a sortie-bench binary of another
+	// commit: right after each engine row of soak, high and low, the same
+	// executions run on the engine it serves (its __engine subcommand), as
+	// tool engine-baseline, so the two engines are compared in one run.
+	BaselineEngine string
 }
 
 // Quick durations.
@@ -131,6 +141,9 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--target-cpu %d and --generator-cpu %d must be cores from 0 to 1023, or -1", o.TargetCPU, o.GeneratorCPU))
 	} else if o.TargetCPU >= 0 && o.TargetCPU == o.GeneratorCPU {
 		errs = append(errs, fmt.Errorf("--target-cpu and --generator-cpu are both %d; they must differ", o.TargetCPU))
+	}
+	if o.EngineProgress < 0 || (o.EngineProgress > 0 && o.EngineProgress < 10*time.Millisecond) {
+		errs = append(errs, fmt.Errorf("--engine-progress %v must be 0 or at least 10ms", o.EngineProgress))
 	}
 	if o.EngineGOMAXPROCS < 0 || o.EngineGOMAXPROCS > 1024 {
 		errs = append(errs, fmt.Errorf("--engine-gomaxprocs %d must be from 0 to 1024", o.EngineGOMAXPROCS))
@@ -203,6 +216,12 @@ Scenarios:
   low   --low-rate (1,000 rps) for --low-duration: engine, fortio (as is, and
         with -uniform), vegeta, floor
 
+With --baseline-engine BIN (a sortie-bench built from another commit, for
+instance the main branch's), each engine row of soak, high and low is
+followed by the same executions on BIN's engine (tool engine-baseline).
+Each engine's streamed timeline is checked against its Result: the buckets
+must sum to the counters exactly, or the row fails.
+
 The floor is this binary's own minimal client, run like a peer: raw system
 calls on one thread, waking at most every 200 us (the engine's batch
 window), reading answers at its next wake and writing what fell due. It
@@ -226,14 +245,16 @@ Output (stdout; --json prints one object with the same content instead):
     P50/P99 are the engine's latency from the intended send time and each
     peer's own from the actual send (the worst of several processes)
   ASSERT <scenario> <tool> <what> ok|FAILED     counts that must hold
-  GOAL <scenario> <tool> <what> met|missed      the engine's targets
+  GOAL <scenario> <tool> <what> met|missed      the engine's targets and held rates;
+    with --baseline-engine also cpu_ratio (soak, <= 1.1) and us_per_req_ratio
+    (high, <= 1.05) of the engine over the baseline
   CEILING engine held=<rps> not_held=<rps> engine_cores=<x> target_cores=<x> bottleneck=target|engine|both|neither
   # loadavg_after=<1m>,<5m>,<15m>
 Logs go to stderr.
 
 Exit status: 0 when every ASSERT held, 1 when one failed or a run broke,
-2 for bad flags. A missed GOAL does not change it: timings of a shared
-machine are reported, never asserted.
+2 for bad flags. A missed GOAL does not change it: timings and rates of a
+shared machine are reported, never asserted.
 
 Flags:
 `
@@ -289,6 +310,8 @@ func parseFlags(args []string, stderr io.Writer, peersBin string) (Options, erro
 	fs.IntVar(&o.EngineMaxPending, "engine-max-pending", o.EngineMaxPending, "engine queue per worker (max_pending_requests) at high rate; -1: 2 s of a worker's rate, the plan renderer's stall budget")
 	fs.IntVar(&o.EngineGOMAXPROCS, "engine-gomaxprocs", 0, "GOMAXPROCS of the engine children (0: Go's default, 1 when pinned to one core)")
 	fs.StringVar(&o.CPUProfileDir, "cpuprofile-dir", "", "`directory` for a CPU profile of every engine child (engine-<scenario>-<rate>.pprof)")
+	fs.DurationVar(&o.EngineProgress, "engine-progress", 0, "progress `interval` of every engine execution, which streams the timeline (0: 30s at the soak shape, none elsewhere)")
+	fs.StringVar(&o.BaselineEngine, "baseline-engine", "", "sortie-bench `binary` of another commit: each engine row of soak, high and low runs again right after on its engine, as tool engine-baseline")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, errHelp

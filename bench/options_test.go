@@ -33,6 +33,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "engine shape", args: []string{"--engine-workers", "2", "--engine-connections", "8", "--engine-max-pending", "0", "--engine-gomaxprocs", "2", "--step-rates", "20000,40000", "--nice", "-5"}, want: func(o *Options) {
 			o.EngineWorkers, o.EngineConnections, o.EngineMaxPending, o.EngineGOMAXPROCS, o.StepRates, o.Nice = 2, 8, 0, 2, []int{20000, 40000}, -5
 		}},
+		{name: "timeline comparison", args: []string{"--engine-progress", "1s", "--baseline-engine", "/tmp/main/sortie-bench"}, want: func(o *Options) {
+			o.EngineProgress, o.BaselineEngine = time.Second, "/tmp/main/sortie-bench"
+		}},
+		{name: "progress too often", args: []string{"--engine-progress", "1ms"}, wantErr: "--engine-progress 1ms must be 0 or at least 10ms"},
 		{name: "unknown scenario", args: []string{"--scenarios", "soak,fast"}, wantErr: `unknown scenario "fast"`},
 		{name: "unknown peer", args: []string{"--peers", "k6"}, wantErr: `unknown peer "k6"`},
 		{name: "same core", args: []string{"--target-cpu", "1"}, wantErr: "must differ"},

@@ -39,7 +39,8 @@ func sampleOutput() *Output {
 		Checks: []Check{
 			{Kind: checkAssert, Scenario: "soak", Tool: "engine", What: "sent=360 want=360", Pass: true},
 			{Kind: checkGoal, Scenario: "soak", Tool: "engine", What: "cpu_cores=0.0031 <= 0.005", Pass: true},
-			{Kind: checkAssert, Scenario: "high", Tool: "engine", What: "held=false", Pass: false},
+			{Kind: checkAssert, Scenario: "high", Tool: "engine", What: "sent=21229 ok=21229 errors=128771 planned=150000", Pass: false},
+			{Kind: checkGoal, Scenario: "high", Tool: "engine", What: "held=false sent=21229/150000 (14.15%) achieved=6915/50000 rps", Pass: false},
 			{Kind: checkGoal, Scenario: "high", Tool: "engine", What: "us_per_req=45.20 <= 7.7", Pass: false},
 		},
 		Ceiling: &Ceiling{Held: 0, NotHeld: 50000, EngineCores: 0.28, TargetCores: 0.2, Bottleneck: "neither"},
@@ -88,11 +89,24 @@ func TestChecks(t *testing.T) {
 	soak := Row{Scenario: scenarioSoak, Tool: "engine", Sent: 3600, OK: 3600, CPUCores: 0.004, PeakRSSMiB: 25}
 	short := soak
 	short.Sent, short.OK = 3599, 3599
-	high := Row{Scenario: scenarioHigh, Tool: "engine", Held: true, Sent: 750000, Planned: 750000, USPerReq: 8}
-	low := Row{Scenario: scenarioLow, Tool: "engine", Held: true, USPerReq: 12, P99NS: 300000}
+	high := Row{Scenario: scenarioHigh, Tool: "engine", Held: true, Planned: 750000, Sent: 750000, OK: 750000, USPerReq: 8}
+	// Every request sent and answered, but not at the rate: the counts
+	// hold, the rate is a goal missed.
+	slow := high
+	slow.Held = false
+	overflow := high
+	overflow.Held, overflow.Sent, overflow.OK, overflow.Errors = false, 749000, 749000, 1000
+	low := Row{Scenario: scenarioLow, Tool: "engine", Held: true, Planned: 20000, Sent: 20000, OK: 20000, USPerReq: 12, P99NS: 300000}
 	fortio := Row{Scenario: scenarioLow, Tool: "fortio", Installed: true, P99NS: 400000}
 	vegeta := Row{Scenario: scenarioLow, Tool: "vegeta", Installed: true, P99NS: 250000}
 	absent := Row{Scenario: scenarioLow, Tool: "wrk", P99NS: 1}
+	// Beside a baseline engine: the ratios of their CPU.
+	soakOn := Row{Scenario: scenarioSoak, Tool: toolEngine, Sent: 3600, OK: 3600, CPUSeconds: 0.21, CPUCores: 0.0035, PeakRSSMiB: 16}
+	soakBase := Row{Scenario: scenarioSoak, Tool: toolBaseline, Installed: true, Planned: 3600, Sent: 3600, OK: 3600, CPUSeconds: 0.2, CPUCores: 0.0033, PeakRSSMiB: 15.8}
+	highOn := high
+	highOn.USPerReq = 10.6
+	highBase := high
+	highBase.Tool, highBase.Installed, highBase.USPerReq = toolBaseline, true, 10
 
 	pass := func(cs []Check) []string {
 		var out []string
@@ -112,11 +126,17 @@ func TestChecks(t *testing.T) {
 	}{
 		{"soak exact", []Row{soak}, []string{"ASSERT soak sent=3600 pass", "GOAL soak cpu_cores=0.0040 pass", "GOAL soak peak_rss_mib=25.0 fail"}},
 		{"soak one short", []Row{short}, []string{"ASSERT soak sent=3599 fail", "GOAL soak cpu_cores=0.0040 pass", "GOAL soak peak_rss_mib=25.0 fail"}},
-		{"high", []Row{high}, []string{"ASSERT high held=true pass", "GOAL high us_per_req=8.00 fail"}},
+		{"high", []Row{high}, []string{"ASSERT high sent=750000 pass", "GOAL high held=true pass", "GOAL high us_per_req=8.00 fail"}},
+		{"high not held", []Row{slow}, []string{"ASSERT high sent=750000 pass", "GOAL high held=false fail", "GOAL high us_per_req=8.00 fail"}},
+		{"high with overflow", []Row{overflow}, []string{"ASSERT high sent=749000 fail", "GOAL high held=false fail", "GOAL high us_per_req=8.00 fail"}},
 		// The best peer is the installed one with the lowest p99.
-		{"low beside peers", []Row{low, fortio, vegeta, absent}, []string{"ASSERT low held=true pass", "GOAL low us_per_req=12.00 pass", "GOAL low p99=300µs fail"}},
-		{"low alone", []Row{low}, []string{"ASSERT low held=true pass", "GOAL low us_per_req=12.00 pass"}},
+		{"low beside peers", []Row{low, fortio, vegeta, absent}, []string{"ASSERT low sent=20000 pass", "GOAL low held=true pass", "GOAL low us_per_req=12.00 pass", "GOAL low p99=300µs fail"}},
+		{"low alone", []Row{low}, []string{"ASSERT low sent=20000 pass", "GOAL low held=true pass", "GOAL low us_per_req=12.00 pass"}},
 		{"peers only", []Row{fortio}, nil},
+		{"soak beside a baseline", []Row{soakOn, soakBase}, []string{"GOAL soak cpu_ratio=1.050 pass", "ASSERT soak sent=3600 pass",
+			"GOAL soak cpu_cores=0.0035 pass", "GOAL soak peak_rss_mib=16.0 pass", "ASSERT soak sent=3600 pass"}},
+		{"high beside a baseline", []Row{highOn, highBase}, []string{"GOAL high us_per_req_ratio=1.060 fail", "ASSERT high sent=750000 pass",
+			"GOAL high held=true pass", "GOAL high us_per_req=10.60 fail", "ASSERT high sent=750000 pass"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/internal/clock"
 )
 
 const validPlan = `version: v1
@@ -51,6 +52,7 @@ func writeFile(t *testing.T, name, body string) string {
 func TestCLIExitCodes(t *testing.T) {
 	valid := writeFile(t, "valid.yaml", validPlan)
 	invalid := writeFile(t, "invalid.yaml", unknownFieldPlan)
+	tmpStream, tmpReport := filepath.Join(t.TempDir(), "s.jsonl"), filepath.Join(t.TempDir(), "r.json")
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -69,6 +71,12 @@ func TestCLIExitCodes(t *testing.T) {
 		{name: "run two plans", args: []string{"run", valid, valid}, code: 2, errHas: "one PLAN"},
 		{name: "run unknown flag", args: []string{"run", valid, "--frobnicate"}, code: 2, errHas: "frobnicate"},
 		{name: "run bad duration", args: []string{"run", "--progress", "soon", valid}, code: 2, errHas: "progress"},
+		{name: "run help documents the status", args: []string{"run", "--help"}, code: 0, stderrHas: "status <label> sent=N answered=N 2xx=N failures=<class>=N,...|none backends=R/B elapsed=<d>/<planned>"},
+		{name: "run bad status", args: []string{"run", valid, "--status", "fancy"}, code: 2, errHas: `--status "fancy": want auto, tty, lines or off`},
+		{name: "run zero status interval", args: []string{"run", valid, "--status-interval", "0s"}, code: 2, errHas: "--status-interval must be positive"},
+		{name: "run help documents the live record", args: []string{"run", "--help"}, code: 0, stderrHas: "-live-record FILE"},
+		{name: "run live record is the stream", args: []string{"run", valid, "--results-stream", tmpStream, "--live-record", tmpStream}, code: 2, errHas: "live record " + tmpStream + " is the results stream"},
+		{name: "run live record is the report", args: []string{"run", valid, "-o", tmpReport, "--live-record", tmpReport}, code: 2, errHas: "live record " + tmpReport + " is the report"},
 		{name: "run negative progress", args: []string{"run", valid, "--progress=-1s"}, code: 2, errHas: "--progress must not be negative"},
 		{name: "run bad option", args: []string{"run", valid, "--cancel-wait", "0s"}, code: 2, errHas: "cancel wait must be positive"},
 		{name: "run every problem at once", args: []string{"run", "--cancel-wait", "0s", "--progress=-1s"}, code: 2, errHas: "run needs a PLAN\n--progress must not be negative"},
@@ -125,13 +133,21 @@ func TestParseInterspersed(t *testing.T) {
 		stream       string
 		progress     time.Duration
 		grace, cwait time.Duration
+		// status and statusInterval are "auto" and 10s when unset.
+		status         string
+		statusInterval time.Duration
 	}{
 		{args: []string{"p.yaml"}, pos: []string{"p.yaml"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
 		{args: []string{"p.yaml", "-o", "r.json", "--json"}, pos: []string{"p.yaml"}, output: "r.json", json: true, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
 		{args: []string{"--output=r.json", "p.yaml", "--results-stream", "s.jsonl", "--progress", "5s"}, pos: []string{"p.yaml"}, output: "r.json", stream: "s.jsonl", progress: 5 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
 		{args: []string{"--deadline-grace", "10s", "--cancel-wait=3s", "p.yaml", "--progress=0"}, pos: []string{"p.yaml"}, grace: 10 * time.Second, cwait: 3 * time.Second},
 		{args: []string{"a", "b"}, pos: []string{"a", "b"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
+		{args: []string{"--status", "lines", "p.yaml", "--status-interval=3s"}, pos: []string{"p.yaml"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second,
+			status: "lines", statusInterval: 3 * time.Second},
 	} {
+		if tc.status == "" {
+			tc.status, tc.statusInterval = "auto", 10*time.Second
+		}
 		o := DefaultOptions()
 		var f runFlags
 		var stderr bytes.Buffer
@@ -143,7 +159,8 @@ func TestParseInterspersed(t *testing.T) {
 		if d := cmp.Diff(tc.pos, pos); d != "" {
 			t.Errorf("%v: positional (-want +got):\n%s", tc.args, d)
 		}
-		if f.output != tc.output || f.json != tc.json || f.stream != tc.stream || f.progress != tc.progress || o.Grace != tc.grace || o.CancelWait != tc.cwait {
+		if f.output != tc.output || f.json != tc.json || f.stream != tc.stream || f.progress != tc.progress || o.Grace != tc.grace || o.CancelWait != tc.cwait ||
+			f.status != tc.status || f.statusInterval != tc.statusInterval {
 			t.Errorf("%v: flags %+v grace %v cancel-wait %v", tc.args, f, o.Grace, o.CancelWait)
 		}
 	}
@@ -158,7 +175,7 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	var zero Options
 	err := zero.Validate()
-	for _, want := range []string{"resolve interval", "cancel wait", "interrupt wait", "info timeout", "clock slack"} {
+	for _, want := range []string{"resolve interval", "cancel wait", "interrupt wait", "info timeout", "clock slack", "status tick must be at least 10ms", "status redraw"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("zero options: error %v lacks %q", err, want)
 		}
@@ -204,21 +221,33 @@ func TestResolveDNS(t *testing.T) {
 		{name: "sorted and de-duplicated", answers: [][]net.IPAddr{ips("10.0.0.10", "10.0.0.9", "::1", "10.0.0.9", "::ffff:10.0.0.10")},
 			want: []string{"10.0.0.9:8443", "10.0.0.10:8443", "[::1]:8443"}, calls: 1},
 		{name: "empty then answered", answers: [][]net.IPAddr{nil, nil, ips("10.0.0.1")}, want: []string{"10.0.0.1:8443"}, calls: 3},
-		{name: "never answered", answers: [][]net.IPAddr{nil}, errHas: "never resolved", calls: 0},
-		{name: "lookup fails", err: errors.New("no such host"), errHas: "no such host", calls: 0},
+		// Every 20ms for 200ms: the lookups at 0, 20ms, ..., 200ms.
+		{name: "never answered", answers: [][]net.IPAddr{nil}, errHas: "never resolved: 11 lookups over 200ms, the last one: no A or AAAA records", calls: 11},
+		{name: "lookup fails", err: errors.New("no such host"), errHas: "11 lookups over 200ms, the last one: no such host", calls: 11},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions()
 			f := &fakeResolver{answers: tc.answers, err: tc.err}
 			o.Resolver = f
-			got, err := resolveDNS(context.Background(), o, "engines.example:8443")
+			clk := clock.NewFake(time.Unix(0, 0))
+			o.Clock = clk
+			var got []string
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				got, err = resolveDNS(context.Background(), o, "engines.example:8443")
+				done <- err
+			}()
+			err, ended := clk.Drive(o.ResolveInterval, 100, done)
+			if !ended {
+				t.Fatal("resolveDNS did not give up")
+			}
+			if n := f.calls.Load(); n != tc.calls {
+				t.Errorf("%d lookups, want %d", n, tc.calls)
+			}
 			if tc.errHas != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.errHas) {
 					t.Fatalf("err %v, want one with %q", err, tc.errHas)
-				}
-				// Retried every interval over the whole timeout.
-				if n := f.calls.Load(); n < 5 {
-					t.Errorf("%d lookups, want retries over the timeout", n)
 				}
 				return
 			}
@@ -227,9 +256,6 @@ func TestResolveDNS(t *testing.T) {
 			}
 			if d := cmp.Diff(tc.want, got); d != "" {
 				t.Errorf("(-want +got):\n%s", d)
-			}
-			if n := f.calls.Load(); n != tc.calls {
-				t.Errorf("%d lookups, want %d", n, tc.calls)
 			}
 		})
 	}
@@ -295,5 +321,102 @@ func TestIntegrationDNSPool(t *testing.T) {
 				t.Errorf("summary lacks the resolution:\n%s", res.stdout)
 			}
 		})
+	}
+}
+
+// TestReportAndStreamSameFile: a report written over the results stream
+// would destroy it when it is renamed into place, so a run that names one
+// file for both, by any name, is refused before anything else; so is a
+// report path that is a directory. The stream is left as it was.
+func TestReportAndStreamSameFile(t *testing.T) {
+	valid := writeFile(t, "valid.yaml", validPlan)
+	const kept = `{"label":"earlier/run"}` + "\n"
+	for _, tc := range []struct {
+		name string
+		// paths returns the -o and --results-stream arguments, and the
+		// stream file whose content must survive ("" for none).
+		paths  func(t *testing.T, dir string) (report, stream, survivor string)
+		errHas string
+	}{
+		{name: "one path", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "run.json")
+			return p, p, p
+		}},
+		{name: "one path, neither exists", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "new.json")
+			return p, p, ""
+		}},
+		{name: "spelled two ways", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			t.Chdir(dir)
+			p := filepath.Join(dir, "run.json")
+			return "./run.json", p, p
+		}},
+		{name: "stream through a symlink", errHas: "is the results stream", paths: linked(os.Symlink, false)},
+		{name: "report through a symlink", errHas: "is the results stream", paths: linked(os.Symlink, true)},
+		{name: "hard link", errHas: "is the results stream", paths: linked(os.Link, false)},
+		{name: "through a symlinked directory, neither exists", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			d := filepath.Join(dir, "d")
+			must(t, os.Mkdir(d, 0o755))
+			must(t, os.Symlink(d, filepath.Join(dir, "alias")))
+			return filepath.Join(dir, "alias", "r.json"), filepath.Join(d, "r.json"), ""
+		}},
+		{name: "stream through a dangling symlink to the report", errHas: "is the results stream", paths: func(t *testing.T, dir string) (string, string, string) {
+			p := filepath.Join(dir, "new.json")
+			l := filepath.Join(dir, "link.jsonl")
+			must(t, os.Symlink("new.json", l))
+			return p, l, ""
+		}},
+		{name: "report is a directory", errHas: "is a directory", paths: func(t *testing.T, dir string) (string, string, string) {
+			d := filepath.Join(dir, "out")
+			must(t, os.Mkdir(d, 0o755))
+			return d, filepath.Join(dir, "s.jsonl"), ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			must(t, os.WriteFile(filepath.Join(dir, "run.json"), []byte(kept), 0o644))
+			report, stream, survivor := tc.paths(t, dir)
+			var stdout, stderr bytes.Buffer
+			err := RunOptions(context.Background(), testOptions(), []string{"run", valid, "-o", report, "--results-stream", stream}, &stdout, &stderr)
+			if got := cli.Code(err); got != 2 || err == nil || !strings.Contains(err.Error(), tc.errHas) {
+				t.Fatalf("exit %d, err %v; want 2 and %q", got, err, tc.errHas)
+			}
+			if strings.Contains(stderr.String(), "running") {
+				t.Errorf("load was started:\n%s", stderr.String())
+			}
+			if survivor != "" {
+				if b, err := os.ReadFile(survivor); err != nil || string(b) != kept {
+					t.Errorf("the stream holds %q (%v), want %q as it was", b, err, kept)
+				}
+			}
+		})
+	}
+	// Two files side by side are fine: the run goes on to its (lost)
+	// backends.
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	err := RunOptions(context.Background(), testOptions(), []string{"run", valid, "-o", filepath.Join(dir, "r.json"), "--results-stream", filepath.Join(dir, "r.jsonl")}, &stdout, &stderr)
+	if got := cli.Code(err); got != 1 {
+		t.Errorf("two files: exit %d (%v), want 1 from the unreachable backends", got, err)
+	}
+}
+
+// linked makes a second name for the stream run.json with link; the
+// report gets it when onReport, else the stream does.
+func linked(link func(oldname, newname string) error, onReport bool) func(t *testing.T, dir string) (string, string, string) {
+	return func(t *testing.T, dir string) (string, string, string) {
+		p, l := filepath.Join(dir, "run.json"), filepath.Join(dir, "other-name")
+		must(t, link(p, l))
+		if onReport {
+			return l, p, p
+		}
+		return p, l, p
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

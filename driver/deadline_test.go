@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -23,58 +22,103 @@ import (
 // scripted is a gRPC engine on loopback that behaves as told, for the
 // cases a real engine does not produce on demand: an answer inside the
 // answer window, a stream that ends without a result, an engine that
-// ignores cancels, a rejection.
+// ignores cancels, a rejection, a result that breaks the accounting. Its
+// waits are on a sim's fake clock.
 type scripted struct {
 	enginev1.UnimplementedEngineServer
-	// behave runs one Execute after Started was sent (unless it returns
-	// before sending it itself; see noStart).
-	behave  func(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error
+	sim *sim
+	// name is the backend name it reports; "scripted" when empty.
+	name string
+	// behave runs one Execute after Started was sent; a result it does
+	// not send is a stream that ends without one.
+	behave  func(a *act) error
 	noStart error // returned before Started when set
 
-	mu        sync.Mutex
-	cancelled map[string]chan struct{}
+	mu      sync.Mutex
+	cancels map[string]*gate
 }
 
-func (s *scripted) cancelCh(id string) chan struct{} {
+// act is one Execute of a scripted engine.
+type act struct {
+	s      *scripted
+	req    *enginev1.ExecuteRequest
+	ctx    context.Context
+	stream grpc.ServerStreamingServer[enginev1.ExecuteEvent]
+	sent   bool
+}
+
+// at waits until the request's start time plus d on the fake clock.
+func (a *act) at(d time.Duration) error {
+	return a.s.sim.until(a.ctx, a.req.GetStartTime().AsTime().Add(d))
+}
+
+// never waits until the driver gives up on the stream.
+func (a *act) never() error { return a.s.sim.wait(a.ctx, newCancelGate()) }
+
+// untilCancelled waits for a Cancel of the execution.
+func (a *act) untilCancelled() error {
+	return a.s.sim.wait(a.ctx, a.s.cancelGate(a.req.GetExecutionId(), true))
+}
+
+// send sends the execution's Result.
+func (a *act) send(r *enginev1.Result) error {
+	a.sent = true
+	a.s.sim.emit()
+	return a.stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Result{Result: r}})
+}
+
+// whole sends the Result of a whole execution of n requests.
+func (a *act) whole(n uint64, elapsed time.Duration, cancelled bool) error {
+	return a.send(wholeResult(a.req, a.s.backendName(), n, elapsed, cancelled))
+}
+
+func (s *scripted) backendName() string {
+	if s.name == "" {
+		return "scripted"
+	}
+	return s.name
+}
+
+// cancelGate is the gate a Cancel of id opens; make creates it.
+func (s *scripted) cancelGate(id string, make bool) *gate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cancelled == nil {
-		s.cancelled = map[string]chan struct{}{}
+	if s.cancels == nil {
+		s.cancels = map[string]*gate{}
 	}
-	ch, ok := s.cancelled[id]
-	if !ok {
-		ch = make(chan struct{})
-		s.cancelled[id] = ch
+	g, ok := s.cancels[id]
+	if !ok && make {
+		g = newCancelGate()
+		s.cancels[id] = g
 	}
-	return ch
+	return g
 }
 
 func (s *scripted) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStreamingServer[enginev1.ExecuteEvent]) error {
+	s.sim.enter()
+	defer s.sim.leave()
+	s.sim.emit()
 	if s.noStart != nil {
 		return s.noStart
 	}
-	s.cancelCh(req.GetExecutionId())
+	s.cancelGate(req.GetExecutionId(), true)
 	if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Started{Started: &enginev1.Started{
-		ExecutionId: req.GetExecutionId(), BackendName: "scripted", StartTime: req.GetStartTime()}}}); err != nil {
+		ExecutionId: req.GetExecutionId(), BackendName: s.backendName(), StartTime: req.GetStartTime()}}}); err != nil {
 		return err
 	}
-	send := func(r *enginev1.Result) error {
-		return stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Result{Result: r}})
+	a := &act{s: s, req: req, ctx: stream.Context(), stream: stream}
+	err := s.behave(a)
+	if !a.sent && stream.Context().Err() == nil {
+		// The end of the stream is the driver's event.
+		s.sim.emit()
 	}
-	return s.behave(s, req, send, stream.Context())
+	return err
 }
 
 func (s *scripted) Cancel(_ context.Context, req *enginev1.CancelRequest) (*enginev1.CancelResponse, error) {
-	s.mu.Lock()
-	ch, ok := s.cancelled[req.GetExecutionId()]
-	if ok {
-		delete(s.cancelled, req.GetExecutionId())
-	}
-	s.mu.Unlock()
-	if ok {
-		close(ch)
-	}
-	return &enginev1.CancelResponse{Found: ok}, nil
+	g := s.cancelGate(req.GetExecutionId(), false)
+	s.sim.cancelled(g)
+	return &enginev1.CancelResponse{Found: g != nil}, nil
 }
 
 func (s *scripted) Info(context.Context, *enginev1.InfoRequest) (*enginev1.InfoResponse, error) {
@@ -94,22 +138,12 @@ func serveScripted(t *testing.T, s *scripted) string {
 	return ln.Addr().String()
 }
 
-// result builds the Result of a whole execution of n requests.
-func wholeResult(req *enginev1.ExecuteRequest, n uint64, elapsed time.Duration, cancelled bool) *enginev1.Result {
+// wholeResult builds the Result of a whole execution of n requests.
+func wholeResult(req *enginev1.ExecuteRequest, name string, n uint64, elapsed time.Duration, cancelled bool) *enginev1.Result {
 	return &enginev1.Result{
-		ExecutionId: req.GetExecutionId(), BackendName: "scripted",
+		ExecutionId: req.GetExecutionId(), BackendName: name,
 		Counters:  map[string]uint64{record.HTTP2xx: n},
 		StartedAt: req.GetStartTime(), Elapsed: durationpb.New(elapsed), Cancelled: cancelled, Planned: n,
-	}
-}
-
-// sleepUntil waits until the request's start time plus d.
-func sleepUntil(req *enginev1.ExecuteRequest, d time.Duration, ctx context.Context) error {
-	select {
-	case <-time.After(time.Until(req.GetStartTime().AsTime().Add(d))):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -118,6 +152,9 @@ const (
 	scriptTimeout  = 100 * time.Millisecond
 )
 
+// scriptOptions put a scripted execution's phases, on the fake clock, at
+// dispatch + 100ms (start), + 500ms (deadline), + 1.5s (cancel) and
+// + 2.5s (silent).
 func scriptOptions() Options {
 	o := testOptions()
 	o.StartLead = 100 * time.Millisecond
@@ -129,9 +166,8 @@ func scriptOptions() Options {
 	return o
 }
 
-// runScripted runs one execution on the scripted backends.
-func runScripted(t *testing.T, o Options, ctx context.Context, backends ...string) (record.Execution, string) {
-	t.Helper()
+// scriptedRun is one execution of 3 requests per backend (planned).
+func scriptedRun(backends ...string) []*scenarioRun {
 	ex := &execRun{label: "s/t", rate: 10, perBackend: true, duration: scriptDuration, timeout: scriptTimeout,
 		requests: map[string]*enginev1.ExecuteRequest{}, planned: map[string]uint64{}}
 	for _, b := range backends {
@@ -139,106 +175,111 @@ func runScripted(t *testing.T, o Options, ctx context.Context, backends ...strin
 			Duration: durationpb.New(scriptDuration), Timeout: durationpb.New(scriptTimeout)}
 		ex.planned[b] = 3
 	}
-	sc := &scenarioRun{name: "s", pool: "p", backends: backends, stages: []*stageRun{{execs: []*execRun{ex}}}}
-	var lines bytes.Buffer
-	r := &runner{opts: o, log: o.Logger, lines: &lineWriter{w: &lines}, runID: "test"}
-	defer r.close()
-	rep, err := r.run(ctx, []*scenarioRun{sc}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rep.Executions[0], lines.String()
+	return []*scenarioRun{{name: "s", pool: "p", backends: backends, stages: []*stageRun{{execs: []*execRun{ex}}}}}
 }
 
-func onTime(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error {
-	if err := sleepUntil(req, scriptDuration, ctx); err != nil {
+// runScripted runs one execution on the scripted backends, on the sim's
+// clock.
+func runScripted(t *testing.T, s *sim, o Options, ctx context.Context, backends ...string) (record.Execution, string) {
+	t.Helper()
+	rep, lines := s.run(t, ctx, o, scriptedRun(backends...))
+	return rep.Executions[0], lines
+}
+
+func onTime(a *act) error {
+	if err := a.at(scriptDuration); err != nil {
 		return err
 	}
-	return send(wholeResult(req, 3, scriptDuration, false))
+	return a.whole(3, scriptDuration, false)
 }
 
 func TestDeadlineCases(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		s       *scripted
-		pass    bool
-		errHas  string // in the scripted backend's error; "" for none
-		result  bool   // the scripted backend's result is kept
-		minWait time.Duration
+		name   string
+		s      *scripted
+		pass   bool
+		kind   record.Kind // of the scripted backend's error; "" for none
+		errHas string      // in its words
+		result bool        // the scripted backend's result is kept
+		// elapsed is when, after dispatch on the fake clock, the last
+		// backend answered or was given up on.
+		elapsed time.Duration
 	}{
-		{name: "on time", s: &scripted{behave: onTime}, pass: true, result: true},
+		{name: "on time", s: &scripted{behave: onTime}, pass: true, result: true, elapsed: 400 * time.Millisecond},
 		{
-			// Past the deadline (start + 400ms) but inside the answer
+			// Past the deadline (dispatch + 500ms) but inside the answer
 			// window: taken, and with a normal elapsed time not a failure.
 			name: "inside the answer window",
-			s: &scripted{behave: func(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error {
-				if err := sleepUntil(req, scriptDuration+scriptTimeout+500*time.Millisecond, ctx); err != nil {
+			s: &scripted{behave: func(a *act) error {
+				if err := a.at(scriptDuration + scriptTimeout + 500*time.Millisecond); err != nil {
 					return err
 				}
-				return send(wholeResult(req, 3, scriptDuration, false))
+				return a.whole(3, scriptDuration, false)
 			}},
-			pass: true, result: true,
+			pass: true, result: true, elapsed: time.Second,
 		},
 		{
-			// Silent until cancelled, then answers with what it had.
+			// Silent until cancelled at the end of the answer window, then
+			// answers with what it had.
 			name: "answers the cancel",
-			s: &scripted{behave: func(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error {
-				select {
-				case <-s.cancelCh(req.GetExecutionId()):
-				case <-ctx.Done():
-					return ctx.Err()
+			s: &scripted{behave: func(a *act) error {
+				if err := a.untilCancelled(); err != nil {
+					return err
 				}
-				return send(wholeResult(req, 2, scriptDuration+scriptTimeout+time.Second, true))
+				return a.whole(2, scriptDuration+scriptTimeout+time.Second, true)
 			}},
-			errHas: "missed its deadline", result: true, minWait: scriptDuration + scriptTimeout + time.Second,
+			kind: record.KindLate, errHas: "it missed its deadline (2026-01-02T03:04:05.500Z) and was cancelled", result: true,
+			elapsed: 1500 * time.Millisecond,
 		},
 		{
+			// Ignores the cancel too: given up on after the cancel wait.
 			name: "silent",
-			s: &scripted{behave: func(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error {
-				<-ctx.Done()
-				return ctx.Err()
-			}},
-			errHas: "silent: no answer within 2s of its deadline", minWait: scriptDuration + scriptTimeout + 2*time.Second,
+			s:    &scripted{behave: func(a *act) error { return a.never() }},
+			kind: record.KindSilent, errHas: "silent: no answer within 2s of its deadline (2026-01-02T03:04:05.500Z)",
+			elapsed: 2500 * time.Millisecond,
 		},
 		{
 			name: "stalled",
-			s: &scripted{behave: func(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error {
-				if err := sleepUntil(req, scriptDuration, ctx); err != nil {
+			s: &scripted{behave: func(a *act) error {
+				if err := a.at(scriptDuration); err != nil {
 					return err
 				}
-				return send(wholeResult(req, 3, 10*time.Second, false))
+				return a.whole(3, 10*time.Second, false)
 			}},
-			errHas: "it stalled: its result took 10s, past the planned 300ms + timeout 100ms + drain 0s", result: true,
+			kind: record.KindStalled, errHas: "it stalled: its result took 10s, past the planned 300ms + timeout 100ms + drain 0s", result: true,
+			elapsed: 400 * time.Millisecond,
 		},
 		{
 			name: "ends without a result",
-			s: &scripted{behave: func(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error {
-				return nil
-			}},
-			errHas: "lost: the engine ended the stream without a result",
+			s:    &scripted{behave: func(a *act) error { return nil }},
+			kind: record.KindLost, errHas: "lost: the engine ended the stream without a result",
+			elapsed: 400 * time.Millisecond,
 		},
 		{
 			name: "breaks mid-stream",
-			s: &scripted{behave: func(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error {
-				return status.Error(codes.Internal, "boom")
-			}},
-			errHas: "lost: rpc error: code = Internal desc = boom",
+			s:    &scripted{behave: func(a *act) error { return status.Error(codes.Internal, "boom") }},
+			kind: record.KindLost, errHas: "lost: rpc error: code = Internal desc = boom",
+			elapsed: 400 * time.Millisecond,
 		},
-		{name: "rejected", s: &scripted{noStart: status.Error(codes.InvalidArgument, "url: bad")}, errHas: "rejected: the engine refused the request: rpc error: code = InvalidArgument desc = url: bad"},
+		{
+			name: "rejected", s: &scripted{noStart: status.Error(codes.InvalidArgument, "url: bad")},
+			kind: record.KindRejected, errHas: "rejected: the engine refused the request: rpc error: code = InvalidArgument desc = url: bad",
+			elapsed: 400 * time.Millisecond,
+		},
 		{
 			name: "cancelled by the engine",
-			s: &scripted{behave: func(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error {
-				return send(wholeResult(req, 1, 50*time.Millisecond, true))
-			}},
-			errHas: "the engine cancelled the execution before its planned end", result: true,
+			s:    &scripted{behave: func(a *act) error { return a.whole(1, 50*time.Millisecond, true) }},
+			kind: record.KindCancelled, errHas: "the engine cancelled the execution before its planned end", result: true,
+			elapsed: 400 * time.Millisecond,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			good := serveScripted(t, &scripted{behave: onTime})
+			s := newSim()
+			tc.s.sim = s
+			good := serveScripted(t, &scripted{sim: s, behave: onTime})
 			odd := serveScripted(t, tc.s)
-			start := time.Now()
-			e, lines := runScripted(t, scriptOptions(), context.Background(), good, odd)
+			e, lines := runScripted(t, s, scriptOptions(), context.Background(), good, odd)
 			t.Logf("lines:\n%s", lines)
 			if e.Pass != tc.pass {
 				t.Errorf("pass = %v, want %v (failures %q)", e.Pass, tc.pass, e.FailureReasons)
@@ -251,16 +292,19 @@ func TestDeadlineCases(t *testing.T) {
 			}
 			be, ok := backendErrorOf(e, odd)
 			switch {
-			case tc.errHas == "" && ok:
-				t.Errorf("backend error %q, want none", be.Error)
-			case tc.errHas != "" && (!ok || !strings.Contains(be.Error, tc.errHas)):
-				t.Errorf("backend error %q, want one with %q", be.Error, tc.errHas)
+			case tc.kind == "" && ok:
+				t.Errorf("backend error %+v, want none", be)
+			case tc.kind != "" && (!ok || be.Kind != tc.kind || !strings.Contains(be.Error, tc.errHas)):
+				t.Errorf("backend error %+v, want kind %q with %q", be, tc.kind, tc.errHas)
+			}
+			if ok && record.KindOf(record.BackendError{Error: be.Error}) != be.Kind {
+				t.Errorf("the words %q do not begin with the kind %q, for readers that predate it", be.Error, be.Kind)
 			}
 			if _, ok := backendOf(t, e, odd); ok != tc.result {
 				t.Errorf("result kept = %v, want %v", ok, tc.result)
 			}
-			if el := time.Since(start); el < tc.minWait {
-				t.Errorf("gave up after %v, before the %v the waits allow", el, tc.minWait)
+			if got := time.Duration(e.ElapsedMs) * time.Millisecond; got != tc.elapsed {
+				t.Errorf("elapsed %v on the fake clock, want %v", got, tc.elapsed)
 			}
 		})
 	}
@@ -271,59 +315,48 @@ func TestDeadlineCases(t *testing.T) {
 // lost hour is the driver's (it did not run), the deadlines move by it,
 // and the answer is taken without a cancel.
 func TestDeadlineClockJump(t *testing.T) {
-	var mu sync.Mutex
-	var offset time.Duration
-	received := make(chan time.Time, 1)
-	o := scriptOptions()
-	o.Now = func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return time.Now().Add(offset)
-	}
-	var recv time.Time
-	o.Pause = func() {
-		if recv.IsZero() {
-			select {
-			case recv = <-received:
-			default:
-				return
-			}
+	s := newSim()
+	st := &scripted{sim: s, behave: func(a *act) error {
+		// Due after the deadline, inside the answer window; the clock
+		// jumps past it first.
+		if err := a.at(scriptDuration + scriptTimeout + 400*time.Millisecond); err != nil {
+			return err
 		}
-		// From the wake at the deadline (start + 400ms) on, the
-		// clock reads an hour later.
-		if time.Since(recv) > o.StartLead+scriptDuration+scriptTimeout-50*time.Millisecond {
-			mu.Lock()
-			offset = time.Hour
-			mu.Unlock()
-		}
-	}
-	s := &scripted{behave: func(s *scripted, req *enginev1.ExecuteRequest, send func(*enginev1.Result) error, ctx context.Context) error {
-		at := time.Now()
-		received <- at
-		// Answers after the deadline, inside the answer window.
-		time.Sleep(time.Until(at.Add(o.StartLead + scriptDuration + scriptTimeout + 400*time.Millisecond)))
-		return send(wholeResult(req, 3, scriptDuration, false))
+		return a.whole(3, scriptDuration, false)
 	}}
-	addr := serveScripted(t, s)
-	e, _ := runScripted(t, o, context.Background(), addr)
-	mu.Lock()
-	jumped := offset != 0
-	mu.Unlock()
-	if !jumped {
-		t.Fatal("the clock never jumped")
+	addr := serveScripted(t, st)
+	wait := s.start(t, context.Background(), scriptOptions(), scriptedRun(addr))
+	if !s.settle() {
+		t.Fatal("the run ended before its deadline")
 	}
+	s.mu.Lock()
+	deadline := s.loop.next
+	s.mu.Unlock()
+	if want := simStart.Add(500 * time.Millisecond); !deadline.Equal(want) {
+		t.Fatalf("the loop waits until %v, want the deadline %v", deadline, want)
+	}
+	// The loop wakes an hour after its deadline, past its cancel and its
+	// silent time; then the answer comes.
+	s.jump(deadline.Sub(s.clk.Now()) + time.Hour)
+	s.drive(t)
+	rep, _ := wait()
+	e := rep.Executions[0]
 	if !e.Pass || len(e.BackendErrors) != 0 || len(e.Results) != 1 {
 		t.Errorf("after a clock jump: pass=%v errors=%v results=%d", e.Pass, e.BackendErrors, len(e.Results))
+	}
+	if s.cancels != 0 {
+		t.Errorf("%d cancels sent after the driver's own lost hour", s.cancels)
 	}
 }
 
 // TestInterruptBeforeStart: a run interrupted before it starts runs
 // nothing and says so.
 func TestInterruptBeforeStart(t *testing.T) {
-	addr := serveScripted(t, &scripted{behave: onTime})
+	s := newSim()
+	addr := serveScripted(t, &scripted{sim: s, behave: onTime})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	e, lines := runScripted(t, scriptOptions(), ctx, addr)
+	e, lines := runScripted(t, s, scriptOptions(), ctx, addr)
 	if !e.NotRun || e.Pass || !strings.Contains(e.Error, "interrupted") || len(e.Results) != 0 {
 		t.Errorf("%+v", e)
 	}
@@ -341,12 +374,14 @@ func TestUnreachableBackend(t *testing.T) {
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	good := serveScripted(t, &scripted{behave: onTime})
-	e, _ := runScripted(t, scriptOptions(), context.Background(), good, dead)
+	s := newSim()
+	good := serveScripted(t, &scripted{sim: s, behave: onTime})
+	s.expect(1) // the dead backend's stream fails once
+	e, _ := runScripted(t, s, scriptOptions(), context.Background(), good, dead)
 	if e.Pass || len(e.Results) != 1 || e.Results[0].Backend != good {
 		t.Errorf("pass=%v results=%+v", e.Pass, e.Results)
 	}
-	if be, ok := backendErrorOf(e, dead); !ok || !strings.HasPrefix(be.Error, "lost: ") || !strings.Contains(be.Error, "Unavailable") {
+	if be, ok := backendErrorOf(e, dead); !ok || be.Kind != record.KindLost || !strings.HasPrefix(be.Error, "lost: ") || !strings.Contains(be.Error, "Unavailable") {
 		t.Errorf("backend error %+v, want lost", be)
 	}
 	// Judged on what came back.
@@ -361,7 +396,10 @@ func TestCapRefusal(t *testing.T) {
 		refusal   bool
 		rejection bool
 	}{
-		{status.Error(codes.ResourceExhausted, "engine is at its cap of 4 concurrent executions (--max-concurrent-executions)"), true, false},
+		{enginev1.CapRefusal(4, "engine is at its cap of 4 concurrent executions (--max-concurrent-executions)"), true, false},
+		// The same words without the engine's detail: not the cap (an
+		// engine out of descriptors, say), so a rejection.
+		{status.Error(codes.ResourceExhausted, "engine is at its cap of 4 concurrent executions (--max-concurrent-executions)"), false, true},
 		{status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5000000 vs. 4194304)"), false, true},
 		{status.Error(codes.InvalidArgument, "url: bad"), false, true},
 		{status.Error(codes.Unavailable, "connection refused"), false, false},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +84,9 @@ type call struct {
 	client  enginev1.EngineClient
 	ctx     context.Context
 	stop    context.CancelFunc
+	// tl is the execution's timeline as the stream sent it; the call's
+	// goroutine fills it, under its own lock.
+	tl timeline
 
 	state       callState
 	started     bool
@@ -124,17 +126,45 @@ type event struct {
 
 // runner runs the scenarios of one plan.
 type runner struct {
-	opts     Options
-	log      *slog.Logger
-	lines    *lineWriter
-	progress time.Duration
-	runID    string
+	opts  Options
+	log   *slog.Logger
+	lines *lineWriter
+	// status shows the live status of the running targets; nil shows
+	// none.
+	status *statusBoard
+	// live appends the timeline to the live record; nil writes none.
+	live *liveRecord
+	// progressInterval is what the engines are asked for; progressEvery
+	// says every how many of a stream's Progress events a progress line
+	// is printed (0: never). See progressCadence.
+	progressInterval time.Duration
+	progressEvery    int
+	runID            string
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 
 	// interrupted is set once the run's context is done.
 	interrupted bool
+
+	// onWait, when set (by tests), is called by a stage's deadline loop
+	// just before it blocks. A test on a fake clock moves the time only
+	// when the loop is waiting and has taken every event its engines sent.
+	onWait func(waitState)
+	// taken counts the events the deadline loops took for pending calls,
+	// cancels the Cancel RPCs they sent; both belong to the loop.
+	taken, cancels int
+}
+
+// waitState is what a deadline loop has done when it blocks.
+type waitState struct {
+	// next is when its timer fires.
+	next time.Time
+	// taken and cancels are the runner's counts so far.
+	taken, cancels int
+	// unstarted counts the pending calls whose engine has not yet said
+	// Started.
+	unstarted int
 }
 
 func (r *runner) client(addr string) (enginev1.EngineClient, error) {
@@ -187,6 +217,7 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 	var calls []*call
 	for _, ex := range st.execs {
 		r.lines.running(ex, sc.backends)
+		r.status.start(ex.label, ex.duration, sc.backends)
 		for _, b := range sc.backends {
 			c := &call{ex: ex, backend: b, id: fmt.Sprintf("%s/%s@%s", r.runID, ex.label, b)}
 			c.deadline = startAt.Add(ex.duration + ex.timeout + o.Drain + o.Grace)
@@ -215,8 +246,8 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 		req = proto.Clone(req).(*enginev1.ExecuteRequest)
 		req.ExecutionId = c.id
 		req.StartTime = timestamppb.New(startAt)
-		if r.progress > 0 {
-			req.ProgressInterval = durationpb.New(r.progress)
+		if r.progressInterval > 0 {
+			req.ProgressInterval = durationpb.New(r.progressInterval)
 		}
 		// The stream's context is not the run's: an interrupt cancels
 		// executions with the Cancel RPC so that their results still come
@@ -251,6 +282,7 @@ func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- ev
 		events <- event{c: c, kind: evError, err: err}
 		return
 	}
+	progressed := 0
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
@@ -262,10 +294,18 @@ func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- ev
 		}
 		switch e := ev.GetEvent().(type) {
 		case *enginev1.ExecuteEvent_Started:
+			c.tl.start(seriesOf(c, e.Started))
 			events <- event{c: c, kind: evStarted, name: e.Started.GetBackendName()}
 		case *enginev1.ExecuteEvent_Progress:
-			r.lines.progress(c.ex.label, c.backend, e.Progress)
+			r.live.append(c.tl.progress(e.Progress))
+			progressed++
+			if r.progressEvery > 0 && progressed%r.progressEvery == 0 {
+				r.lines.progress(c.ex.label, c.backend, e.Progress)
+			}
+			r.status.update(c.ex.label, c.backend, e.Progress)
 		case *enginev1.ExecuteEvent_Result:
+			// The status ends on the backend's final counters.
+			r.status.update(c.ex.label, c.backend, &enginev1.Progress{Elapsed: e.Result.GetElapsed(), Counters: e.Result.GetCounters()})
 			events <- event{c: c, kind: evResult, result: e.Result}
 			return
 		}
@@ -277,60 +317,16 @@ func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- ev
 // interrupt.
 func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, out *stageOutcome) {
 	o := r.opts
+	clk := o.clock()
 	done := ctx.Done()
 	if r.interrupted {
 		done = nil
 	}
-	pendingCount := func() int {
-		n := 0
-		for _, c := range calls {
-			if c.state == pending {
-				n++
-			}
-		}
-		return n
-	}
-
-	handle := func(ev event, now time.Time) {
-		c := ev.c
-		if c.state != pending {
-			// A call already given up on; its goroutine's last word.
-			return
-		}
-		switch ev.kind {
-		case evStarted:
-			c.started = true
-			if ev.name != "" {
-				c.backendName = ev.name
-			}
-			if c.cancelOnStart {
-				r.sendCancel(c)
-			}
-		case evResult:
-			c.state, c.result, c.endedAt = answered, ev.result, now
-			if n := ev.result.GetBackendName(); n != "" {
-				c.backendName = n
-			}
-		case evError:
-			c.endedAt = now
-			if capRefusal(ev.err) && !c.started {
-				c.state, c.err = refused, ev.err
-				out.refusedBy = append(out.refusedBy, c)
-				r.cancelAll(calls, cancelRefusal, now, o.CancelWait)
-				return
-			}
-			c.state, c.err = lost, ev.err
-			if !c.started && rejection(ev.err) {
-				c.state = rejected
-			}
-		}
-	}
-
 	drain := func() {
 		for {
 			select {
 			case ev := <-events:
-				handle(ev, o.now())
+				r.take(ev, o.now(), calls, out)
 			default:
 				return
 			}
@@ -341,7 +337,7 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 	// between dispatch and its first wait is caught too.
 	lastWake := out.dispatched
 	var asked time.Duration
-	for pendingCount() > 0 {
+	for pendingCount(calls) > 0 {
 		if o.Pause != nil {
 			o.Pause()
 		}
@@ -350,7 +346,7 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 		// fire at once on resume, but the answers that arrived meanwhile
 		// are just as ready.
 		drain()
-		if pendingCount() == 0 {
+		if pendingCount(calls) == 0 {
 			break
 		}
 		now := o.now()
@@ -360,64 +356,25 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 		// the streams to deliver what is waiting.
 		if late := now.Sub(lastWake) - asked; late > o.ClockSlack {
 			r.log.Warn("the driver did not run for a while; deadlines moved", "late", late.Round(time.Millisecond))
-			shift := late + o.ClockSlack
-			for _, c := range calls {
-				if c.state != pending {
-					continue
-				}
-				if !c.missedDeadline {
-					c.deadline = c.deadline.Add(shift)
-				}
-				c.cancelAt = c.cancelAt.Add(shift)
-				if c.cancelSent {
-					c.silentAt = c.silentAt.Add(shift)
-				}
-			}
+			shiftPhases(calls, late+o.ClockSlack)
 		}
-		for _, c := range calls {
-			if c.state != pending {
-				continue
-			}
-			if !now.Before(c.deadline) {
-				c.missedDeadline = true
-			}
-			switch {
-			case !c.cancelSent && !now.Before(c.cancelAt):
-				c.cancelWhy = cancelDeadline
-				c.silentAt = now.Add(o.CancelWait)
-				r.sendCancel(c)
-			case c.cancelSent && !now.Before(c.silentAt):
-				c.state, c.endedAt = silent, now
-				c.stop()
-			}
-		}
-		if pendingCount() == 0 {
+		r.firePhases(calls, now)
+		if pendingCount(calls) == 0 {
 			break
 		}
-		next := time.Time{}
-		for _, c := range calls {
-			if c.state != pending {
-				continue
-			}
-			t := c.cancelAt
-			if c.cancelSent {
-				t = c.silentAt
-			} else if !c.missedDeadline && c.deadline.Before(t) {
-				t = c.deadline
-			}
-			if next.IsZero() || t.Before(next) {
-				next = t
-			}
-		}
+		next := nextPhase(calls)
 		asked = max(next.Sub(now), 0)
 		lastWake = now
-		timer := time.NewTimer(asked)
+		timer := clk.NewTimer(asked)
+		if r.onWait != nil {
+			r.onWait(r.waitState(calls, next))
+		}
 		select {
 		case ev := <-events:
 			// An event is an early wake; a wake later than asked, whatever
 			// woke it, is caught at the top of the loop.
-			handle(ev, o.now())
-		case <-timer.C:
+			r.take(ev, o.now(), calls, out)
+		case <-timer.C():
 		case <-done:
 			done = nil
 			r.interrupted = true
@@ -429,6 +386,122 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 	if r.interrupted {
 		out.interrupted = true
 	}
+}
+
+// take applies one event of a call's stream, taken at now.
+func (r *runner) take(ev event, now time.Time, calls []*call, out *stageOutcome) {
+	c := ev.c
+	if c.state != pending {
+		// A call already given up on; its goroutine's last word.
+		return
+	}
+	r.taken++
+	switch ev.kind {
+	case evStarted:
+		c.started = true
+		if ev.name != "" {
+			c.backendName = ev.name
+		}
+		if c.cancelOnStart {
+			r.sendCancel(c)
+		}
+	case evResult:
+		c.state, c.result, c.endedAt = answered, ev.result, now
+		if n := ev.result.GetBackendName(); n != "" {
+			c.backendName = n
+		}
+	case evError:
+		c.endedAt = now
+		if capRefusal(ev.err) && !c.started {
+			c.state, c.err = refused, ev.err
+			out.refusedBy = append(out.refusedBy, c)
+			r.cancelAll(calls, cancelRefusal, now, r.opts.CancelWait)
+			return
+		}
+		c.state, c.err = lost, ev.err
+		if !c.started && rejection(ev.err) {
+			c.state = rejected
+		}
+	}
+}
+
+// firePhases does what is due at now for every pending call: a deadline
+// is marked missed; at the end of the answer window the execution is
+// cancelled; at the end of the cancel wait the backend is named silent.
+func (r *runner) firePhases(calls []*call, now time.Time) {
+	for _, c := range calls {
+		if c.state != pending {
+			continue
+		}
+		if !now.Before(c.deadline) {
+			c.missedDeadline = true
+		}
+		switch {
+		case !c.cancelSent && !now.Before(c.cancelAt):
+			c.cancelWhy = cancelDeadline
+			c.silentAt = now.Add(r.opts.CancelWait)
+			r.sendCancel(c)
+		case c.cancelSent && !now.Before(c.silentAt):
+			c.state, c.endedAt = silent, now
+			c.stop()
+		}
+	}
+}
+
+// shiftPhases moves every phase still ahead of a pending call by d.
+func shiftPhases(calls []*call, d time.Duration) {
+	for _, c := range calls {
+		if c.state != pending {
+			continue
+		}
+		if !c.missedDeadline {
+			c.deadline = c.deadline.Add(d)
+		}
+		c.cancelAt = c.cancelAt.Add(d)
+		if c.cancelSent {
+			c.silentAt = c.silentAt.Add(d)
+		}
+	}
+}
+
+// nextPhase is the earliest phase ahead of any pending call.
+func nextPhase(calls []*call) time.Time {
+	var next time.Time
+	for _, c := range calls {
+		if c.state != pending {
+			continue
+		}
+		t := c.cancelAt
+		if c.cancelSent {
+			t = c.silentAt
+		} else if !c.missedDeadline && c.deadline.Before(t) {
+			t = c.deadline
+		}
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+func pendingCount(calls []*call) int {
+	n := 0
+	for _, c := range calls {
+		if c.state == pending {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *runner) waitState(calls []*call, next time.Time) waitState {
+	w := waitState{next: next, taken: r.taken, cancels: r.cancels}
+	for _, c := range calls {
+		if c.state == pending && !c.started {
+			w.unstarted++
+		}
+	}
+	return w
 }
 
 // cancelAll cancels every pending call of the stage (a refusal stops the
@@ -468,6 +541,7 @@ func (r *runner) sendCancel(c *call) {
 	if c.client == nil {
 		return
 	}
+	r.cancels++
 	client, id, wait := c.client, c.id, r.opts.CancelWait
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -500,12 +574,14 @@ func (r *runner) engineCap(c *call) uint32 {
 }
 
 // capRefusal reports whether an error is an engine refusing a start at its
-// cap of concurrent executions. gRPC also says RESOURCE_EXHAUSTED for a
-// message over its size limit; that is a request the engine cannot take,
-// not a busy engine.
+// cap of concurrent executions: RESOURCE_EXHAUSTED with the engine's typed
+// ErrorInfo detail (enginev1.RefusedAtCap). Any other RESOURCE_EXHAUSTED
+// (gRPC's own, for a message over its size limit, or an engine out of some
+// resource) is a request the engine cannot take, not a busy engine, and is
+// never read as a reason to raise the cap.
 func capRefusal(err error) bool {
-	st := status.Convert(err)
-	return st.Code() == codes.ResourceExhausted && !strings.Contains(st.Message(), "larger than max")
+	_, ok := enginev1.RefusedAtCap(err)
+	return ok
 }
 
 // rejection reports whether an error before Started is the engine saying

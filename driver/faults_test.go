@@ -68,11 +68,13 @@ func TestIntegrationEngineKilled(t *testing.T) {
 			t.Errorf("%s passed with a lost backend", label)
 		}
 		be, ok := backendErrorOf(e, victim)
-		if !ok || !strings.HasPrefix(be.Error, "lost: ") {
+		if !ok || be.Kind != record.KindLost || !strings.HasPrefix(be.Error, "lost: ") {
 			t.Errorf("%s: backend error of the killed engine %+v, want lost", label, be)
 		}
-		if _, ok := backendOf(t, e, victim); ok {
-			t.Errorf("%s: a result from the killed engine", label)
+		// What it had counted before the kill, if a bucket was final by
+		// then, is a partial result (TestIntegrationEngineKilledKeepsCounts).
+		if br, ok := backendOf(t, e, victim); ok && !br.Partial {
+			t.Errorf("%s: a whole result from the killed engine", label)
 		}
 		assertWhole(t, e, survivor, 30)
 		// The survivor was judged.
@@ -103,23 +105,17 @@ func TestIntegrationEngineFrozen(t *testing.T) {
 	if res.code != 1 {
 		t.Fatalf("exit %d, want 1", res.code)
 	}
-	// duration 3s + timeout 1s + drain 1s + grace 2s after the start,
-	// then the answer window and the cancel wait: the report comes about
-	// 12 s after dispatch. The bound is loose: it catches a wait that
-	// never ends, not a slow machine.
-	limit := 3*time.Second + time.Second + o.Drain + o.Grace + o.StartLead + o.AnswerWindow + o.CancelWait + 20*time.Second
+	// How long the phases take on the clock is TestDeadlineCases' to
+	// hold, on a fake one; here a real frozen process is named.
 	for _, label := range []string{"mesh/svc-1", "mesh/svc-2"} {
 		e := res.execution(t, label)
 		be, ok := backendErrorOf(e, victim)
-		if !ok || !strings.HasPrefix(be.Error, "silent: no answer within 5s of its deadline") || !strings.Contains(be.Error, "frozen or partitioned") {
+		if !ok || be.Kind != record.KindSilent || !strings.HasPrefix(be.Error, "silent: no answer within 5s of its deadline") || !strings.Contains(be.Error, "frozen or partitioned") {
 			t.Errorf("%s: backend error of the frozen engine %+v, want silent", label, be)
 		}
 		assertWhole(t, e, survivor, 30)
 		if e.Pass {
 			t.Errorf("%s passed with a silent backend", label)
-		}
-		if time.Duration(e.ElapsedMs)*time.Millisecond > limit {
-			t.Errorf("%s: given up on after %d ms", label, e.ElapsedMs)
 		}
 	}
 }
@@ -150,12 +146,11 @@ func TestIntegrationEngineStalled(t *testing.T) {
 	for _, label := range []string{"mesh/svc-1", "mesh/svc-2"} {
 		e := res.execution(t, label)
 		be, ok := backendErrorOf(e, victim)
-		if !ok || !strings.Contains(be.Error, "it stalled: its result took ") {
+		if !ok || be.Kind != record.KindStalled || !strings.Contains(be.Error, "it stalled: its result took ") {
 			t.Errorf("%s: backend error of the stalled engine %+v, want stalled", label, be)
 		}
-		br, ok := backendOf(t, e, victim)
-		if !ok || br.ElapsedMs <= 5000 {
-			t.Errorf("%s: the stalled result was not kept (%+v)", label, br)
+		if _, ok := backendOf(t, e, victim); !ok {
+			t.Errorf("%s: the stalled result was not kept", label)
 		}
 		assertWhole(t, e, survivor, 30)
 	}
@@ -202,10 +197,11 @@ func TestIntegrationDriverKilled(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "report.json")); err == nil {
 		t.Errorf("a killed driver left a report")
 	}
-	execs, bad, err := record.ReadStreamFile(stream)
+	src, err := record.ReadStreamFile(stream)
 	if err != nil {
 		t.Fatal(err)
 	}
+	execs, bad := record.Plain(src.All), len(src.Skipped)
 	if bad > 1 || len(execs) < 4 || len(execs) == 10 {
 		t.Fatalf("stream of a killed driver: %d whole lines (%v), %d bad; want at least 4, not all 10, and at most 1 bad", len(execs), labelsOf(execs), bad)
 	}
@@ -237,7 +233,11 @@ func TestIntegrationDriverKilled(t *testing.T) {
 	if !bytes.HasPrefix(after, before) || after[len(before)] != '\n' {
 		t.Fatalf("the stream was not appended to after a newline closing the torn line")
 	}
-	execs2, bad2, _ := record.ReadStreamFile(stream)
+	src2, err := record.ReadStreamFile(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	execs2, bad2 := record.Plain(src2.All), len(src2.Skipped)
 	if bad2 != 1 || len(execs2) != len(execs)+10 {
 		t.Errorf("after the second run: %d whole lines and %d bad, want %d and 1", len(execs2), bad2, len(execs)+10)
 	}
@@ -264,10 +264,11 @@ func TestIntegrationDriverSignal(t *testing.T) {
 	if code := p.wait(t, 30*time.Second); code != 1 {
 		t.Fatalf("exit %d, want 1\n%s", code, p.Stderr())
 	}
-	rep, err := record.ReadFile(out)
+	src, err := record.ReadReportFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep := src.Report()
 	if rep.Pass || !rep.Cancelled || len(rep.Executions) != 3 || !rep.Executions[2].NotRun {
 		t.Errorf("report of an interrupted run: pass=%v cancelled=%v executions=%v", rep.Pass, rep.Cancelled, labelsOf(rep.Executions))
 	}
@@ -309,10 +310,11 @@ func TestIntegrationDriverStopped(t *testing.T) {
 	if code := p.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("exit %d, want 0\n%s", code, p.Stderr())
 	}
-	rep, err := record.ReadFile(out)
+	src, err := record.ReadReportFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep := src.Report()
 	e := rep.Executions[0]
 	if !e.Pass || len(e.BackendErrors) != 0 || len(e.Results) != 2 || e.Totals[record.HTTP2xx] != 8 {
 		t.Errorf("after the driver resumed: %+v", e)

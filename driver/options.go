@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/sortie-soak/sortie/internal/clock"
 )
 
 // Resolver looks up the A and AAAA records of a dns pool. *net.Resolver
@@ -51,13 +53,22 @@ type Options struct {
 	InterruptWait time.Duration
 	// InfoTimeout bounds the Info call that reads a refusing engine's cap.
 	InfoTimeout time.Duration
+	// StatusTick is how often the engines report their counters while a
+	// live status is shown (--status): the status moves at this pace, and
+	// the progress lines keep their own --progress.
+	StatusTick time.Duration
+	// StatusRedraw is the shortest time between two redraws of the status
+	// block on a terminal.
+	StatusRedraw time.Duration
 	// ClockSlack is how much later than asked a wait may wake before the
 	// driver concludes it was itself stopped (SIGSTOP, a paused VM) and
 	// restarts its pending deadlines from the moment it woke.
 	ClockSlack time.Duration
 
-	// Now is the driver's clock. Nil means time.Now.
-	Now func() time.Time
+	// Clock is the driver's time: dispatch and start times, every
+	// deadline phase and the timers that wait for them, the waits between
+	// lookups of a dns pool. Nil means the wall clock (clock.Real).
+	Clock clock.Clock
 	// Pause, when set, is called by a stage's deadline loop before each
 	// wait. Tests block in it to stand for a driver process that was
 	// stopped while its engines answered.
@@ -80,6 +91,8 @@ func DefaultOptions() Options {
 		InterruptWait:   30 * time.Second,
 		InfoTimeout:     5 * time.Second,
 		ClockSlack:      500 * time.Millisecond,
+		StatusTick:      time.Second,
+		StatusRedraw:    250 * time.Millisecond,
 	}
 }
 
@@ -106,15 +119,22 @@ func (o Options) Validate() error {
 	pos("interrupt wait", o.InterruptWait)
 	pos("info timeout", o.InfoTimeout)
 	pos("clock slack", o.ClockSlack)
+	// The engine refuses a progress interval under 10ms.
+	if o.StatusTick < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("status tick must be at least 10ms, not %v", o.StatusTick))
+	}
+	pos("status redraw", o.StatusRedraw)
 	return errors.Join(errs...)
 }
 
-func (o Options) now() time.Time {
-	if o.Now != nil {
-		return o.Now()
+func (o Options) clock() clock.Clock {
+	if o.Clock != nil {
+		return o.Clock
 	}
-	return time.Now()
+	return clock.Real{}
 }
+
+func (o Options) now() time.Time { return o.clock().Now() }
 
 func (o Options) resolver() Resolver {
 	if o.Resolver != nil {

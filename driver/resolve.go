@@ -35,12 +35,8 @@ func resolveDNS(ctx context.Context, o Options, hostport string) ([]string, erro
 			return nil, fmt.Errorf("dns pool %s never resolved: %d lookups over %v, the last one: %w",
 				hostport, attempt, waited.Round(time.Millisecond), last)
 		}
-		t := time.NewTimer(o.ResolveInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("dns pool %s: %w", hostport, ctx.Err())
-		case <-t.C:
+		if err := o.clock().Sleep(ctx, o.ResolveInterval); err != nil {
+			return nil, fmt.Errorf("dns pool %s: %w", hostport, err)
 		}
 	}
 }

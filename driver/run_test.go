@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sortie-soak/sortie/internal/clock"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -93,6 +94,8 @@ func TestIntegrationCleanTwoEngines(t *testing.T) {
 	if got := tg.served.Load(); got != 40 {
 		t.Errorf("target served %d requests, want 40", got)
 	}
+	checkMadeBy(t, res.madeBy, planPath, []string{a, b}, names)
+	checkTimelines(t, res)
 	// The stream holds the report's executions, object for object.
 	if res.streamBad != 0 {
 		t.Errorf("%d bad stream lines", res.streamBad)
@@ -174,11 +177,11 @@ func TestIntegrationRampAndStaircase(t *testing.T) {
 		t.Errorf("target served %d, want %d", got, want)
 	}
 	// --json: stdout is the report and nothing else.
-	rep, err := record.ReadReport(strings.NewReader(res.stdout))
+	src, err := record.ReadReport(strings.NewReader(res.stdout))
 	if err != nil {
 		t.Fatalf("stdout is not a report: %v\n%s", err, res.stdout)
 	}
-	if d := cmp.Diff(res.report, rep); d != "" {
+	if d := cmp.Diff(res.report, src.Report()); d != "" {
 		t.Errorf("stdout report differs from the file (-file +stdout):\n%s", d)
 	}
 	if !strings.Contains(res.stderr, "  running ramp (10 rps per backend for 2s, ramp 1s) on ") {
@@ -240,7 +243,7 @@ func TestIntegrationCapRefusal(t *testing.T) {
 			t.Errorf("%s: error does not name the cap and the need: %s", e.Label, e.Error)
 		}
 		for _, be := range e.BackendErrors {
-			if be.Refused != record.RefusedExecutionCap || !strings.Contains(be.Error, "cap of 1") {
+			if be.Refused != record.RefusedExecutionCap || be.Kind != record.KindRefused || !strings.Contains(be.Error, "cap of 1") {
 				t.Errorf("%s: backend error %+v", e.Label, be)
 			}
 			refusers[be.Backend] = true
@@ -306,10 +309,10 @@ func TestIntegrationDriverFrozen(t *testing.T) {
 	a, b := startEngine(t, "", 0), startEngine(t, "", 0)
 	planPath := writePlan(t, frozenDriverPlan, planData{Backends: []string{a, b}, URL: tg.URL})
 
-	var jump atomic.Int64
+	clk := &jumpClock{}
 	var once sync.Once
 	o := testOptions()
-	o.Now = func() time.Time { return time.Now().Add(time.Duration(jump.Load())) }
+	o.Clock = clk
 	o.Pause = func() {
 		once.Do(func() {
 			// Frozen: the engines finish and answer meanwhile.
@@ -319,7 +322,7 @@ func TestIntegrationDriverFrozen(t *testing.T) {
 			}
 			time.Sleep(1500 * time.Millisecond)
 			// Resumed an hour later: every deadline phase is long past.
-			jump.Store(int64(time.Hour))
+			clk.jump.Store(int64(time.Hour))
 		})
 	}
 	res := runDriver(t, context.Background(), o, planPath)
@@ -337,6 +340,15 @@ func TestIntegrationDriverFrozen(t *testing.T) {
 		t.Errorf("someone was called silent:\n%s", res.stderr)
 	}
 }
+
+// jumpClock is the wall clock read jump later: how a driver that did not
+// run for that long sees the time when it resumes.
+type jumpClock struct {
+	clock.Real
+	jump atomic.Int64
+}
+
+func (c *jumpClock) Now() time.Time { return time.Now().Add(time.Duration(c.jump.Load())) }
 
 const interruptPlan = `version: v1
 pools:

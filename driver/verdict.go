@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -66,6 +67,7 @@ func (rf *refusal) executionError() string {
 func (rf *refusal) backendError(c *call) record.BackendError {
 	return record.BackendError{
 		Backend: c.backend,
+		Kind:    record.KindRefused,
 		Error:   fmt.Sprintf("refused the start: the engine is at %s (%v)", rf.capText(), c.err),
 		Refused: record.RefusedExecutionCap,
 	}
@@ -92,6 +94,7 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 		if c.endedAt.After(ended) {
 			ended = c.endedAt
 		}
+		bes := r.backendErrors(c, rf)
 		if c.result != nil {
 			br := backendResult(c)
 			e.Results = append(e.Results, br)
@@ -101,8 +104,17 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 			if d := c.result.GetElapsed().AsDuration(); d > longest {
 				longest = d
 			}
+			bes = append(bes, accounting(br)...)
+		} else if br, ok := c.tl.partial(c); ok && (c.state == lost || c.state == silent) {
+			// What a lost engine had counted stays in the report, marked
+			// partial; its backend error below still fails the node.
+			e.Results = append(e.Results, br)
+			for k, v := range br.Counters {
+				totals[k] += v
+			}
+			bes = append(bes, accounting(br)...)
 		}
-		if be, ok := r.backendError(c, rf); ok {
+		for _, be := range bes {
 			e.BackendErrors = append(e.BackendErrors, be)
 			fail("backend %s: %s", be.Backend, be.Error)
 		}
@@ -134,6 +146,9 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 				continue
 			}
 			for _, br := range e.Results {
+				if br.Partial {
+					continue // no histograms: its backend error judges it
+				}
 				pass, actual := t.EvalBackend(br.Statistics)
 				e.Thresholds = append(e.Thresholds, record.Threshold{Expr: t.Expr, Scope: br.Backend, Pass: pass, Actual: actual})
 				if !pass {
@@ -148,53 +163,62 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 	return e
 }
 
-// backendError says how a backend failed an execution, if it did.
-func (r *runner) backendError(c *call, rf *refusal) (record.BackendError, bool) {
+// backendErrors says how a backend failed an execution, if it did: one
+// entry per kind. A result that was kept may carry several (a late one
+// that also stalled); the words of each begin as they always have, for
+// readers that predate the kind.
+func (r *runner) backendErrors(c *call, rf *refusal) []record.BackendError {
 	o := r.opts
-	be := record.BackendError{Backend: c.backend}
+	one := func(k record.Kind, format string, args ...any) []record.BackendError {
+		return []record.BackendError{{Backend: c.backend, Kind: k, Error: fmt.Sprintf(format, args...)}}
+	}
 	switch c.state {
 	case refused:
 		if rf == nil {
 			rf = &refusal{backend: c.backend}
 		}
-		return rf.backendError(c), true
+		return []record.BackendError{rf.backendError(c)}
 	case lost:
-		be.Error = "lost: " + c.err.Error()
-		return be, true
+		return one(record.KindLost, "lost: %v", c.err)
 	case rejected:
-		be.Error = "rejected: the engine refused the request: " + c.err.Error()
-		return be, true
+		return one(record.KindRejected, "rejected: the engine refused the request: %v", c.err)
 	case silent:
-		be.Error = fmt.Sprintf("silent: no answer within %v of its deadline (%s): not in the answer window, nor after the cancel; the engine is silent (frozen or partitioned)",
-			o.AnswerWindow+o.CancelWait, c.deadline.UTC().Format(record.TimeFormat))
 		switch c.cancelWhy {
 		case cancelRefusal:
-			be.Error = fmt.Sprintf("silent: no answer within %v of the cancel that stopped its refused stage; the engine is silent (frozen or partitioned)", o.CancelWait)
+			return one(record.KindSilent, "silent: no answer within %v of the cancel that stopped its refused stage; the engine is silent (frozen or partitioned)", o.CancelWait)
 		case cancelInterrupt:
-			be.Error = fmt.Sprintf("silent: no answer within %v of the cancel that stopped the interrupted run; the engine is silent (frozen or partitioned)", o.InterruptWait)
+			return one(record.KindSilent, "silent: no answer within %v of the cancel that stopped the interrupted run; the engine is silent (frozen or partitioned)", o.InterruptWait)
 		}
-		return be, true
+		return one(record.KindSilent, "silent: no answer within %v of its deadline (%s): not in the answer window, nor after the cancel; the engine is silent (frozen or partitioned)",
+			o.AnswerWindow+o.CancelWait, c.deadline.UTC().Format(record.TimeFormat))
 	case answered:
-		var why []string
+		var out []record.BackendError
 		if c.cancelWhy == cancelDeadline {
-			why = append(why, fmt.Sprintf("it missed its deadline (%s) and was cancelled; it answered with what it had",
-				c.deadline.UTC().Format(record.TimeFormat)))
+			out = append(out, one(record.KindLate, "it missed its deadline (%s) and was cancelled; it answered with what it had",
+				c.deadline.UTC().Format(record.TimeFormat))...)
 		}
 		limit := c.ex.duration + c.ex.timeout + o.Drain
 		if el := c.result.GetElapsed().AsDuration(); el > limit {
-			why = append(why, fmt.Sprintf("it stalled: its result took %v, past the planned %v + timeout %v + drain %v",
-				el.Round(time.Millisecond), c.ex.duration, c.ex.timeout, o.Drain))
+			out = append(out, one(record.KindStalled, "it stalled: its result took %v, past the planned %v + timeout %v + drain %v",
+				el.Round(time.Millisecond), c.ex.duration, c.ex.timeout, o.Drain)...)
 		}
 		if c.result.GetCancelled() && c.cancelWhy == notCancelled {
-			why = append(why, "the engine cancelled the execution before its planned end")
+			out = append(out, one(record.KindCancelled, "the engine cancelled the execution before its planned end")...)
 		}
-		if len(why) == 0 {
-			return be, false
-		}
-		be.Error = strings.Join(why, "; ")
-		return be, true
+		return out
 	}
-	return be, false
+	return nil
+}
+
+// accounting checks the law every result of this project's engine keeps,
+// planned = unsent + the outcome classes, and names a result that breaks
+// it: requests counted nowhere, or twice.
+func accounting(br record.BackendResult) []record.BackendError {
+	var ae *record.AccountingError
+	if !errors.As(br.Conserves(), &ae) {
+		return nil
+	}
+	return []record.BackendError{{Backend: br.Backend, Kind: record.KindAccounting, Error: ae.Error()}}
 }
 
 // backendResult copies an engine's Result into the report.

@@ -54,8 +54,8 @@ func BenchmarkWorker(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cpuTime()
-	x, err := newExecution(sp, context.Background())
-	if err != nil {
+	x := newExecution(sp, context.Background())
+	if err := x.build(newSleeper); err != nil {
 		b.Fatal(err)
 	}
 	x.start()
@@ -63,6 +63,7 @@ func BenchmarkWorker(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 	res := x.result("")
+	checkAccounting(b, res)
 	if got := res.GetCounters()[record.HTTP2xx]; got != uint64(b.N) {
 		b.Fatalf("2xx %d of %d: %v", got, b.N, res.GetCounters())
 	}

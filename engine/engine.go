@@ -10,6 +10,11 @@
 // by a cancel and said so in Result.unsent. Latency runs from the due
 // time, so time spent waiting for a connection is in it.
 //
+// Every execution also keeps a timeline (timeline.go): its counters per
+// bucket of due time, and a sample of each failure up to a budget, both
+// streamed with Progress as they become final, so the record of a run is
+// written while it goes and sums to its Result exactly.
+//
 // The engine is built for hours of low, exact load at little cost: no
 // goroutine or allocation per request, one goroutine per connection, and a
 // pacer that blocks between requests.
@@ -32,9 +37,11 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // DefaultMaxConcurrentExecutions is the default cap of executions running
@@ -47,13 +54,18 @@ type Options struct {
 	// metric names; it may be empty.
 	BackendName string
 	// MaxConcurrentExecutions caps the executions running at once; a start
-	// over it is refused with RESOURCE_EXHAUSTED. 0 means
-	// DefaultMaxConcurrentExecutions.
+	// over it is refused with RESOURCE_EXHAUSTED and the cap in an
+	// ErrorInfo detail (enginev1.CapRefusal), before anything of the
+	// execution is built. 0 means DefaultMaxConcurrentExecutions.
 	MaxConcurrentExecutions int
 	// Version is reported by Info.
 	Version string
 	// Logger receives the engine's logs; nil discards them.
 	Logger *slog.Logger
+
+	// newSleeper makes a worker's pacer timer; nil is the real one. Tests
+	// make it fail as the system would (too many open files).
+	newSleeper func() (*sleeper, error)
 }
 
 // Validate returns every problem of the options.
@@ -95,6 +107,9 @@ func New(opts Options) (*Engine, error) {
 	}
 	if opts.MaxConcurrentExecutions == 0 {
 		opts.MaxConcurrentExecutions = DefaultMaxConcurrentExecutions
+	}
+	if opts.newSleeper == nil {
+		opts.newSleeper = newSleeper
 	}
 	log := opts.Logger
 	if log == nil {
@@ -181,7 +196,10 @@ func (e *Engine) Stop(ctx context.Context) error {
 	return e.stopErr
 }
 
-// register admits an execution, or says why not as a gRPC status.
+// register admits an execution, or says why not as a gRPC status:
+// UNAVAILABLE while stopping, ALREADY_EXISTS for an id that runs, and
+// RESOURCE_EXHAUSTED with the cap's detail at the cap. x has no workers
+// yet: a refusal costs nothing to release.
 func (e *Engine) register(x *execution) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -196,8 +214,9 @@ func (e *Engine) register(x *execution) error {
 		labels = append(labels, r.spec.label)
 	}
 	if len(e.running) >= e.opts.MaxConcurrentExecutions {
-		return status.Errorf(codes.ResourceExhausted, "engine %sis at its cap of %d concurrent executions (--max-concurrent-executions); running: %s",
-			nameForMsg(e.opts.BackendName), e.opts.MaxConcurrentExecutions, strings.Join(labels, ", "))
+		return enginev1.CapRefusal(uint32(e.opts.MaxConcurrentExecutions),
+			fmt.Sprintf("engine %sis at its cap of %d concurrent executions (--max-concurrent-executions); running: %s",
+				nameForMsg(e.opts.BackendName), e.opts.MaxConcurrentExecutions, strings.Join(labels, ", ")))
 	}
 	e.running = append(e.running, x)
 	return nil
@@ -229,37 +248,66 @@ type service struct {
 
 var _ enginev1.EngineServer = (*service)(nil)
 
-// Execute runs one execution and streams its events.
-func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStreamingServer[enginev1.ExecuteEvent]) error {
-	e := s.e
+// admit parses req, registers its execution and only then builds it: a
+// start refused (invalid, a duplicate, at the cap, while stopping) builds
+// no worker. A failure to build (the system out of descriptors, say) is
+// UNAVAILABLE, never RESOURCE_EXHAUSTED, which a driver reads as the cap;
+// what was built is released. On success the caller unregisters and
+// releases x, and closes the sink if there is one.
+func (e *Engine) admit(req *enginev1.ExecuteRequest) (*execution, *statsdSink, error) {
 	sp, err := parseSpec(req, time.Now(), e.opts.BackendName)
 	if err != nil {
 		e.log.Warn("execution refused", "execution_id", req.GetExecutionId(), "label", req.GetLabel(), "error", err)
-		return err
+		return nil, nil, err
 	}
-	x, err := newExecution(sp, e.ctx)
-	if err != nil {
-		return status.Errorf(codes.ResourceExhausted, "execution %q: %v", sp.label, err)
-	}
-	defer x.cancel()
+	x := newExecution(sp, e.ctx)
 	if err := e.register(x); err != nil {
+		x.cancel()
 		e.log.Warn("execution refused", "execution_id", sp.id, "label", sp.label, "error", err)
-		return err
+		return nil, nil, err
 	}
-	defer e.unregister(x)
-
+	fail := func(err error) (*execution, *statsdSink, error) {
+		x.release()
+		e.unregister(x)
+		e.log.Error("execution not started", "execution_id", sp.id, "label", sp.label, "error", err)
+		return nil, nil, status.Errorf(codes.Unavailable, "engine %scould not start execution %q: %v", nameForMsg(e.opts.BackendName), sp.label, err)
+	}
+	if err := x.build(e.opts.newSleeper); err != nil {
+		return fail(err)
+	}
 	var sink *statsdSink
 	if sp.stats != nil {
+		// The address was validated with the request; what fails here is
+		// the engine's own socket.
 		if sink, err = newStatsdSink(x); err != nil {
-			return status.Errorf(codes.InvalidArgument, "execution %q: stats.address: %v", sp.label, err)
+			return fail(fmt.Errorf("statsd sink: %w", err))
 		}
 	}
+	return x, sink, nil
+}
+
+// Execute runs one execution and streams its events.
+func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStreamingServer[enginev1.ExecuteEvent]) error {
+	e := s.e
+	x, sink, err := e.admit(req)
+	if err != nil {
+		return err
+	}
+	// Execute returns before x.start or after x.done: release never
+	// races a running worker.
+	defer e.unregister(x)
+	defer x.release()
+	sp := x.spec
 	log := e.log.With("execution_id", sp.id, "label", sp.label)
 	log.Info("execution started", "start_time", sp.start, "planned", sp.pacer.Planned()*uint64(sp.workers),
 		"workers", sp.workers, "rate", sp.pacer.Rate(), "duration", sp.pacer.Duration())
 	if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Started{Started: &enginev1.Started{
 		ExecutionId: sp.id, BackendName: e.opts.BackendName, StartTime: timestamppb.New(sp.start),
+		BucketWidth: durationpb.New(sp.bucketWidth), Buckets: sp.buckets, SampleBudget: uint32(sp.sampleBudget),
 	}}}); err != nil {
+		if sink != nil {
+			_ = sink.client.Close()
+		}
 		return err
 	}
 
@@ -281,7 +329,7 @@ func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStream
 		case <-x.done:
 			running = false
 		case <-tick:
-			if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Progress{Progress: x.progress()}}); err != nil {
+			if err := sendProgress(stream, x); err != nil {
 				log.Warn("progress not delivered; cancelling", "error", err)
 				x.cancel()
 				tick = nil
@@ -297,10 +345,34 @@ func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStream
 		close(sinkStop)
 		<-sinkDone
 	}
+	if n := x.tl.finalCount(); n != sp.buckets {
+		log.Error("timeline incomplete", "final_buckets", n, "buckets", sp.buckets)
+	}
+	// The rest of the timeline goes out before the Result, so that a
+	// stream read to its Result holds all of it.
+	if tick != nil && x.tl.waiting() {
+		if err := sendProgress(stream, x); err != nil {
+			return err
+		}
+	}
 	res := x.result(e.opts.BackendName)
 	log.Info("execution finished", "cancelled", res.Cancelled, "planned", res.Planned, "unsent", res.Unsent,
 		"elapsed", res.Elapsed.AsDuration(), "counters", res.Counters)
 	return stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Result{Result: res}})
+}
+
+// sendProgress sends a Progress, and more at once while more of the
+// timeline waits than one carries.
+func sendProgress(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent], x *execution) error {
+	for {
+		p, more := x.progress()
+		if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Progress{Progress: p}}); err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
 }
 
 // Cancel ends a running execution early.
@@ -318,9 +390,14 @@ func (s *service) Cancel(_ context.Context, req *enginev1.CancelRequest) (*engin
 	return &enginev1.CancelResponse{}, nil
 }
 
-// Info describes the engine.
+// Info describes the engine: its version, name, cap and running
+// executions, and the build and host that make its numbers (a driver
+// records them with its run).
 func (s *service) Info(context.Context, *enginev1.InfoRequest) (*enginev1.InfoResponse, error) {
 	e := s.e
+	// Read before the lock: it asks the kernel and the build info, nothing
+	// of the engine's state.
+	here := record.ThisProgram()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := &enginev1.InfoResponse{
@@ -328,6 +405,12 @@ func (s *service) Info(context.Context, *enginev1.InfoRequest) (*enginev1.InfoRe
 		BackendName:             e.opts.BackendName,
 		MaxConcurrentExecutions: uint32(e.opts.MaxConcurrentExecutions),
 		Running:                 make([]string, 0, len(e.running)),
+		Kernel:                  here.Kernel,
+		Cpus:                    uint32(here.CPUs),
+		Gomaxprocs:              uint32(here.GOMAXPROCS),
+		GoVersion:               here.GoVersion,
+		VcsRevision:             here.VCSRevision,
+		VcsModified:             here.VCSModified,
 	}
 	for _, x := range e.running {
 		r.Running = append(r.Running, x.spec.label)

@@ -20,6 +20,7 @@ type execution struct {
 	spec    *spec
 	base    time.Time // spec.start with a monotonic reading
 	workers []*worker
+	tl      *timeline // built with the workers
 
 	ctx    context.Context // cancelled: the pacers stop
 	cancel context.CancelFunc
@@ -30,7 +31,10 @@ type execution struct {
 	done chan struct{} // closed when every worker finished
 }
 
-func newExecution(s *spec, parent context.Context) (*execution, error) {
+// newExecution is an execution of s without its workers: cheap, so that
+// the engine can refuse it (at the cap, a duplicate, while stopping) before
+// anything costly exists. build makes the workers.
+func newExecution(s *spec, parent context.Context) *execution {
 	now := time.Now()
 	x := &execution{
 		spec:  s,
@@ -39,19 +43,39 @@ func newExecution(s *spec, parent context.Context) (*execution, error) {
 		done:  make(chan struct{}),
 	}
 	x.ctx, x.cancel = context.WithCancel(parent)
-	x.workers = make([]*worker, s.workers)
-	for i := range x.workers {
-		w, err := newWorker(s, i, x.base, x.ctx, s.stats != nil)
+	return x
+}
+
+// build makes the workers, each with a timer from newSleeper (a
+// descriptor on Linux), a pool and its histograms. When one fails, those
+// already made are released and none is kept.
+func (x *execution) build(newSleeper func() (*sleeper, error)) error {
+	s := x.spec
+	tl := newTimeline(s.bucketWidth, s.buckets, s.workers, s.sampleBudget)
+	workers := make([]*worker, 0, s.workers)
+	for i := range s.workers {
+		sl, err := newSleeper()
 		if err != nil {
-			for _, w := range x.workers[:i] {
-				w.sleeper.close()
+			for _, w := range workers {
+				w.release()
 			}
-			x.cancel()
-			return nil, fmt.Errorf("worker %d: %w", i, err)
+			return fmt.Errorf("worker %d of %d: %w", i, s.workers, err)
 		}
-		x.workers[i] = w
+		workers = append(workers, newWorker(s, i, x.base, x.ctx, s.stats != nil, sl, tl))
 	}
-	return x, nil
+	x.workers, x.tl = workers, tl
+	return nil
+}
+
+// release frees what the workers hold outside the heap (the timers'
+// descriptors) at once rather than at some later garbage collection, and
+// cancels x. Called on every way out of Execute: never while workers run
+// (a worker that ran closed its own timer already; closing twice is safe).
+func (x *execution) release() {
+	x.cancel()
+	for _, w := range x.workers {
+		w.release()
+	}
 }
 
 // start runs the workers; done closes when all have drained.
@@ -86,10 +110,15 @@ func (x *execution) counters() counterSet {
 	return total
 }
 
-// progress is a cumulative snapshot: counters and the latency_2xx summary.
-func (x *execution) progress() *enginev1.Progress {
+// progress is a cumulative snapshot (counters and the latency_2xx
+// summary) with up to maxPerProgress of the final buckets and of the
+// samples not streamed yet; more says others wait. The timeline is taken
+// before the counters, so they include every failure in its samples and
+// buckets.
+func (x *execution) progress() (p *enginev1.Progress, more bool) {
+	buckets, samples, more := x.tl.take(maxPerProgress)
 	c := x.counters()
-	p := &enginev1.Progress{Counters: c.toMap()}
+	p = &enginev1.Progress{Counters: c.toMap(), Buckets: buckets, FailureSamples: samples}
 	elapsed := time.Since(x.base)
 	if elapsed < 0 {
 		elapsed = 0
@@ -108,7 +137,7 @@ func (x *execution) progress() *enginev1.Progress {
 	if p.LatencyCount > 0 {
 		p.LatencyMeanNs = float64(sum) / float64(p.LatencyCount)
 	}
-	return p
+	return p, more
 }
 
 // result assembles the Result once every worker finished.
@@ -131,24 +160,25 @@ func (x *execution) result(backendName string) *enginev1.Result {
 	r.Cancelled = r.Unsent > 0
 	r.Elapsed = durationpb.New(time.Duration(last))
 
-	// Per-worker histograms are merged, never their percentiles averaged.
-	// The workers are done, so the first one's histogram takes the others
-	// in place: no copy (result is called once).
-	merge := func(pick func(*workerStats) *hdrhistogram.Histogram) *hdrhistogram.Histogram {
+	// Per-worker histograms are merged, never their percentiles averaged,
+	// into a new histogram of the same geometry: the workers' own stay as
+	// they are, so result may be called again and says the same.
+	merge := func(fresh func() *hdrhistogram.Histogram, pick func(*workerStats) *hdrhistogram.Histogram) *hdrhistogram.Histogram {
 		var out *hdrhistogram.Histogram
 		for _, w := range x.workers {
-			switch h := pick(w.stats); {
-			case h == nil:
-			case out == nil:
-				out = h
-			default:
-				out.Merge(h)
+			h := pick(w.stats)
+			if h == nil {
+				continue
 			}
+			if out == nil {
+				out = fresh()
+			}
+			out.Merge(h)
 		}
 		return out
 	}
 	for class := 0; class < numClasses; class++ {
-		h := merge(func(s *workerStats) *hdrhistogram.Histogram { return s.latency[class] })
+		h := merge(newLatencyHist, func(s *workerStats) *hdrhistogram.Histogram { return s.latency[class] })
 		if h == nil || (class != 1 && h.TotalCount() == 0) {
 			continue
 		}
@@ -156,9 +186,9 @@ func (x *execution) result(backendName string) *enginev1.Result {
 		r.Statistics = append(r.Statistics, statistic(id, h))
 	}
 	r.Statistics = append(r.Statistics,
-		statistic(record.RequestToResponse, merge(func(s *workerStats) *hdrhistogram.Histogram { return s.r2r })),
-		statistic(record.QueueToConnect, merge(func(s *workerStats) *hdrhistogram.Histogram { return s.q2c })),
-		statistic(record.SendLateness, merge(func(s *workerStats) *hdrhistogram.Histogram { return s.lateness })),
+		statistic(record.RequestToResponse, merge(newHist, func(s *workerStats) *hdrhistogram.Histogram { return s.r2r })),
+		statistic(record.QueueToConnect, merge(newHist, func(s *workerStats) *hdrhistogram.Histogram { return s.q2c })),
+		statistic(record.SendLateness, merge(newHist, func(s *workerStats) *hdrhistogram.Histogram { return s.lateness })),
 	)
 	return r
 }

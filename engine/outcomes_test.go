@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -140,12 +142,7 @@ func TestOutcomeResetBeforeHeaders(t *testing.T) {
 
 func TestOutcomeIncompleteBody(t *testing.T) {
 	t.Parallel()
-	srv := newRawServer(t, func(c net.Conn, _ int64) {
-		if readRequest(bufio.NewReader(c)) != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
-	})
+	srv := newRawServer(t, answerOnce("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b"))
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("cut", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
 	wantCounters(t, res, map[string]uint64{
@@ -157,12 +154,7 @@ func TestOutcomeIncompleteBody(t *testing.T) {
 
 func TestOutcomeProtocolError(t *testing.T) {
 	t.Parallel()
-	srv := newRawServer(t, func(c net.Conn, _ int64) {
-		if readRequest(bufio.NewReader(c)) != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n\r\n")
-	})
+	srv := newRawServer(t, answerOnce("SSH-2.0-OpenSSH_9.6\r\n\r\n"))
 	te := startEngine(t, Options{})
 	res := te.execute(t, req("garbage", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
 	wantCounters(t, res, map[string]uint64{
@@ -170,6 +162,36 @@ func TestOutcomeProtocolError(t *testing.T) {
 		record.ResetsBeforeHeaders:                             10,
 		record.StreamResetsPrefix + record.ReasonProtocolError: 10,
 	})
+}
+
+// A response over httpwire's limits is a reset with reason overflow, not a
+// protocol error: the bytes may be valid HTTP, the engine does not take
+// that much.
+func TestOutcomeOverflow(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, head string
+	}{
+		// 70 header fields of 1,000 bytes: over httpwire.MaxHeaderBytes.
+		{"header block", "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Big: "+strings.Repeat("y", 1000)+"\r\n", 70) + "Content-Length: 0\r\n\r\n"},
+		// One field longer than the engine's read buffer.
+		{"header line", "HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("y", readBufferSize) + "\r\nContent-Length: 0\r\n\r\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if len(c.head) <= readBufferSize {
+				t.Fatalf("response of %d bytes fits the limits", len(c.head))
+			}
+			srv := newRawServer(t, answerOnce(c.head))
+			te := startEngine(t, Options{})
+			res := te.execute(t, req("overflow", srv.url(), 20, 500*time.Millisecond)).mustResult(t)
+			wantCounters(t, res, map[string]uint64{
+				record.StreamResets:                               10,
+				record.ResetsBeforeHeaders:                        10,
+				record.StreamResetsPrefix + record.ReasonOverflow: 10,
+			})
+		})
+	}
 }
 
 func TestOutcomeInflightLost(t *testing.T) {
@@ -181,11 +203,20 @@ func TestOutcomeInflightLost(t *testing.T) {
 	te := startEngine(t, Options{})
 	r := req("silent", srv.url(), 10, 500*time.Millisecond)
 	r.Timeout = durationpb.New(300 * time.Millisecond)
+	r.ProgressInterval = durationpb.New(100 * time.Millisecond)
 	run := te.execute(t, r)
 	res := run.mustResult(t)
 	wantCounters(t, res, map[string]uint64{record.InflightLost: 5})
+	// Lost on their connections: the samples name them.
+	_, samples := checkTimeline(t, run, srv.lis.Addr().String())
+	for _, s := range samples {
+		if s.Class != record.InflightLost || s.Remote != srv.lis.Addr().String() || s.ConnRequests != 0 {
+			t.Errorf("sample %+v, want in-flight lost on a fresh connection to %s", s, srv.lis.Addr())
+		}
+	}
 	// The last outcome is the drain's end: after the last due time plus
-	// the timeout.
+	// the timeout. A lower bound, which no load can break: the drain
+	// starts after the last send and its timer never fires early.
 	if el := res.GetElapsed().AsDuration(); el < 700*time.Millisecond {
 		t.Errorf("elapsed %v, want at least the last due time 400ms + timeout 300ms", el)
 	}
@@ -208,13 +239,33 @@ func TestOutcomeOverflowWhenNotAccepting(t *testing.T) {
 	r.Connections = 2
 	r.MaxPendingRequests = 1
 	r.Timeout = durationpb.New(300 * time.Millisecond)
-	res := te.execute(t, r).mustResult(t)
+	r.BucketWidth = durationpb.New(100 * time.Millisecond)
+	r.ProgressInterval = durationpb.New(100 * time.Millisecond)
+	got := te.execute(t, r)
+	res := got.mustResult(t)
 	// Two on connections and one queued are lost at the drain's end;
 	// the other 17 found no room.
 	wantCounters(t, res, map[string]uint64{
 		record.PoolOverflow: 17,
 		record.InflightLost: 3,
 	})
+	// The lost are the first three requests, due at 0, 50 and 100 ms:
+	// buckets 0, 0 and 1 of 100 ms, whenever they were lost.
+	buckets, samples := checkTimeline(t, got, lis.Addr().String())
+	var lostIn []uint32
+	for _, s := range samples {
+		if s.Class == record.InflightLost {
+			lostIn = append(lostIn, s.Bucket)
+		}
+	}
+	slices.Sort(lostIn)
+	lost := map[uint32]uint64{}
+	for _, b := range buckets {
+		lost[b.Index] = b.Counters[record.InflightLost]
+	}
+	if !slices.Equal(lostIn, []uint32{0, 0, 1}) || lost[0] != 2 || lost[1] != 1 {
+		t.Errorf("lost requests in buckets %v, want their due times' 0, 0 and 1", lostIn)
+	}
 }
 
 func TestBodiesAndKeepAlive(t *testing.T) {
@@ -265,12 +316,7 @@ func TestBodiesAndKeepAlive(t *testing.T) {
 
 func TestHTTP10(t *testing.T) {
 	t.Parallel()
-	srv := newRawServer(t, func(c net.Conn, _ int64) {
-		if readRequest(bufio.NewReader(c)) != nil {
-			return
-		}
-		_, _ = io.WriteString(c, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close")
-	})
+	srv := newRawServer(t, answerOnce("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nbody until close"))
 	te := startEngine(t, Options{})
 	r := req("http10", srv.url(), 20, 500*time.Millisecond)
 	res := te.execute(t, r).mustResult(t)
@@ -294,7 +340,9 @@ func TestClosedLoopWaitsInsteadOfOverflowing(t *testing.T) {
 	res := te.execute(t, r).mustResult(t)
 	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 10})
 	// One connection at 150 ms per request cannot keep 50 ms spacing: the
-	// worker waited, and says so.
+	// worker waited, and says so. Request 3, due at 150 ms, waits for the
+	// queue to free, which the second answer does no sooner than 300 ms:
+	// a lower bound on lateness that holds on any load.
 	if res.GetCounters()[record.LateSends] == 0 {
 		t.Errorf("no late sends counted in %v", res.GetCounters())
 	}
@@ -305,24 +353,17 @@ func TestClosedLoopWaitsInsteadOfOverflowing(t *testing.T) {
 
 func TestIdleConnectionClosedEarlierIsReplaced(t *testing.T) {
 	t.Parallel()
-	var conns atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	// The server closes a connection idle for 100 ms; requests come every
-	// 500 ms, so each finds its connection closed long before. The engine
-	// notices before writing and dials anew: no reset, and nothing re-sent.
-	srv.Config.IdleTimeout = 100 * time.Millisecond
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	t.Cleanup(srv.Close)
+	// The server answers keep-alive and closes the connection at once;
+	// requests come a second apart, so each finds its idle connection
+	// closed long before (the engine checks a connection idle for over
+	// 100 ms). It notices before writing and dials anew: no reset, and
+	// nothing re-sent.
+	srv := newRawServer(t, answerOnce("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
 	te := startEngine(t, Options{})
-	res := te.execute(t, req("stale", srv.URL, 2, 2*time.Second)).mustResult(t)
-	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 4})
-	if n := conns.Load(); n != 4 {
-		t.Errorf("server saw %d connections, want 4 (each closed idle one replaced)", n)
+	res := te.execute(t, req("stale", srv.url(), 1, 3*time.Second)).mustResult(t)
+	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 3})
+	if n := srv.conns.Load(); n != 3 {
+		t.Errorf("server saw %d connections, want 3 (each closed idle one replaced)", n)
 	}
 }
 
@@ -350,7 +391,11 @@ func TestOutcomeConnectTimeout(t *testing.T) {
 	te := startEngine(t, Options{})
 	r := req("connect-timeout", fmt.Sprintf("http://127.0.0.1:%d/", port), 10, 500*time.Millisecond)
 	r.Timeout = durationpb.New(300 * time.Millisecond)
-	res := te.execute(t, r).mustResult(t)
+	r.ProgressInterval = durationpb.New(100 * time.Millisecond)
+	got := te.execute(t, r)
+	res := got.mustResult(t)
+	// Timeouts have a sample each, without a remote: no connection.
+	checkTimeline(t, got, fmt.Sprintf("127.0.0.1:%d", port))
 	c := res.GetCounters()
 	// How many handshakes the kernel completes into a queue of "0" is its
 	// own business (one, or two); each of those requests is written and

@@ -233,7 +233,12 @@ func TestIntegrationSIGTERM(t *testing.T) {
 	}
 	go func() { exited <- cmd.Wait() }()
 
-	srv := okServer(t)
+	inFlight := newSeen()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		inFlight.mark()
+		_, _ = w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -241,8 +246,8 @@ func TestIntegrationSIGTERM(t *testing.T) {
 	defer cc.Close()
 	te := &testEngine{client: enginev1.NewEngineClient(cc)}
 	ch := startStream(t, te, req("sigterm", srv.URL, 20, 20*time.Second))
-	waitRunning(t, te, 1)
-	time.Sleep(300 * time.Millisecond)
+	// SIGTERM once a request was sent: the result must count it.
+	inFlight.wait(t)
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

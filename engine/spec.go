@@ -61,6 +61,10 @@ type spec struct {
 	timeout     time.Duration
 	progress    time.Duration
 	stats       *statsSpec
+	// The timeline: bucket width, bucket count, failure sample budget.
+	bucketWidth  time.Duration
+	buckets      uint32
+	sampleBudget int
 }
 
 type statsSpec struct {
@@ -150,6 +154,10 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 		errs = append(errs, fieldErr("progress_interval", "%v is shorter than %v", s.progress, minProgressInterval))
 	}
 
+	if err := parseTimeline(req, s); err != nil {
+		errs = append(errs, err)
+	}
+
 	// Start time.
 	s.start = now
 	if ts := req.GetStartTime(); ts != nil {
@@ -205,6 +213,28 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 		return nil, status.Errorf(codes.FailedPrecondition, "execution %q: %v", s.label, precondition)
 	}
 	return s, nil
+}
+
+// parseTimeline validates the timeline's width and sample budget into s,
+// whose pacer and workers are set unless they were invalid.
+func parseTimeline(req *enginev1.ExecuteRequest, s *spec) error {
+	var errs []error
+	width, err := durationField("bucket_width", req.GetBucketWidth(), 0)
+	if err != nil {
+		errs = append(errs, err)
+	} else if s.pacer.Planned() > 0 {
+		s.bucketWidth, s.buckets, err = timelineGeometry(width, s.pacer, s.workers)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.sampleBudget = int(req.GetSampleBudget())
+	if s.sampleBudget == 0 {
+		s.sampleBudget = defaultSampleBudget
+	} else if s.sampleBudget > maxSampleBudget {
+		errs = append(errs, fieldErr("sample_budget", "%d is more than %d", s.sampleBudget, maxSampleBudget))
+	}
+	return errors.Join(errs...)
 }
 
 // joinLines joins problems with "; " so a status message stays one line.

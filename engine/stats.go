@@ -33,6 +33,7 @@ const (
 	cResetRemote
 	cResetProtocol
 	cResetLocal
+	cResetOverflow
 	cLateSends
 	numCounters
 )
@@ -57,6 +58,7 @@ var counterNames = [numCounters]string{
 	cResetRemote:          record.StreamResetsPrefix + record.ReasonRemoteReset,
 	cResetProtocol:        record.StreamResetsPrefix + record.ReasonProtocolError,
 	cResetLocal:           record.StreamResetsPrefix + record.ReasonLocalReset,
+	cResetOverflow:        record.StreamResetsPrefix + record.ReasonOverflow,
 	cLateSends:            record.LateSends,
 }
 
@@ -134,13 +136,16 @@ type workerStats struct {
 	// window samples latency_2xx for statsd; nil without statsd.
 	window *sampleWindow
 
+	// tl: the worker's open buckets of the execution's timeline.
+	tl workerTimeline
+
 	// lateness is written by the pacer goroutine only and read after it
 	// ended.
 	lateness *hdrhistogram.Histogram
 }
 
-func newWorkerStats(statsd bool) *workerStats {
-	s := &workerStats{r2r: newHist(), q2c: newHist(), lateness: newHist()}
+func newWorkerStats(statsd bool, tl *timeline) *workerStats {
+	s := &workerStats{r2r: newHist(), q2c: newHist(), lateness: newHist(), tl: newWorkerTimeline(tl)}
 	s.latency[1] = newLatencyHist()
 	s.last.Store(math.MinInt64)
 	if statsd {
@@ -161,10 +166,16 @@ func (s *workerStats) outcomeAt(now int64) {
 	}
 }
 
-// response records a response of the given status code.
-func (s *workerStats) response(code int, latency, r2r, q2c int64) {
+// response counts the answer with status code to the request due at due,
+// which ended at end, its connection in hand since inHand: in the
+// counters, the histograms and its bucket; a 4xx or 5xx also as a failure
+// sample, described by c.
+func (s *workerStats) response(code int, due, end, inHand int64, c *conn) {
 	class := code/100 - 1 // 0..4, checked by the parser
-	s.inc(cHTTP1xx + counterID(class))
+	id := cHTTP1xx + counterID(class)
+	latency := end - due
+	s.inc(id)
+	s.outcomeAt(end)
 	if class == 1 {
 		s.lat2xxSum.Add(latency)
 		for {
@@ -181,12 +192,49 @@ func (s *workerStats) response(code int, latency, r2r, q2c int64) {
 		s.latency[class] = h
 	}
 	recordValue(h, latency)
-	recordValue(s.r2r, r2r)
-	recordValue(s.q2c, q2c)
+	recordValue(s.r2r, end-inHand)
+	recordValue(s.q2c, inHand-due)
 	if class == 1 && s.window != nil {
 		s.window.add(latency)
 	}
+	b := s.tl.answer(due, id, latency)
+	if id == cHTTP4xx || id == cHTTP5xx {
+		f := failSample{due: due, at: end, status: uint16(code), class: uint8(id), reason: noDetail, phase: noDetail}
+		c.describe(&f)
+		s.sampleLocked(b, f)
+	}
+	s.tl.done(b)
 	s.mu.Unlock()
+}
+
+// fail counts failure f (a class of the zero-failure set, with its reason
+// and phase) in the counters and its bucket, and keeps its sample while
+// the execution's budget lasts. The counters come first: a sample is
+// never streamed before its failure is counted.
+func (s *workerStats) fail(f failSample) {
+	s.inc(counterID(f.class))
+	if f.reason != noDetail {
+		s.inc(counterID(f.reason))
+	}
+	if f.phase != noDetail {
+		s.inc(counterID(f.phase))
+	}
+	s.outcomeAt(f.at)
+	s.mu.Lock()
+	b := s.tl.fail(&f)
+	s.sampleLocked(b, f)
+	s.tl.done(b)
+	s.mu.Unlock()
+}
+
+// sampleLocked keeps f's sample, or counts it dropped in b once the
+// budget is spent. s.mu is held.
+func (s *workerStats) sampleLocked(b *openBucket, f failSample) {
+	if s.tl.x.admit() {
+		s.tl.x.addSample(f)
+	} else {
+		b.dropped++
+	}
 }
 
 // snapshot reads the counters.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -33,7 +34,8 @@ const (
 	// carries a request; such a connection is replaced, not used. This is
 	// no retry: the request was not written yet.
 	staleAfter = 100 * time.Millisecond
-	// readBufferSize bounds a response line (httpwire).
+	// readBufferSize bounds a response line (httpwire); a longer one is
+	// an overflow.
 	readBufferSize = 8 << 10
 )
 
@@ -81,19 +83,20 @@ type worker struct {
 	waiting []*conn // deferred responses not yet collected, under mu
 	// collected counts the connections collect woke; the pacer's own.
 	collected uint64
+	// pm is what the pacer counted of its bucket of the timeline and not
+	// yet added to it; the pacer's own.
+	pm pacerMark
 }
 
-func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool) (*worker, error) {
-	sl, err := newSleeper()
-	if err != nil {
-		return nil, err
-	}
+// newWorker is worker index of s, pacing with sl, with its share of the
+// execution's timeline tl.
+func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd bool, sl *sleeper, tl *timeline) *worker {
 	w := &worker{
 		sleeper: sl,
 		spec:    s,
 		index:   index,
 		base:    base,
-		stats:   newWorkerStats(statsd),
+		stats:   newWorkerStats(statsd, tl),
 		dialer:  &net.Dialer{KeepAlive: 30 * time.Second},
 		ctx:     ctx,
 		conns:   make(map[*conn]struct{}),
@@ -103,7 +106,14 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
 	// A closed-loop worker waits for its responses to send more.
 	w.deferOn.Store(s.openLoop && s.tls == nil)
-	return w, nil
+	return w
+}
+
+// release closes the worker's timer and ends its dial context; run does
+// both itself, so release matters for a worker that never ran.
+func (w *worker) release() {
+	w.sleeper.close()
+	w.dialStop()
 }
 
 // now is the offset from the due time of request 0, in ns.
@@ -134,13 +144,17 @@ pacing:
 			if due > now {
 				break
 			}
+			w.markDue(due)
 			if !w.dispatch(due) {
 				break pacing
 			}
+			w.pm.n++
 		}
 		w.collect()
+		w.paced(i, false)
 	}
 	w.unsent = planned - i
+	w.paced(i, true)
 	w.mu.Lock()
 	w.deferOn.Store(false)
 	w.mu.Unlock()
@@ -148,6 +162,49 @@ pacing:
 	stopWake()
 	w.sleeper.close() // safe against a wake running now
 	w.drain(abort)
+}
+
+// markDue notes, before the pacer hands over the request due at due, the
+// bucket it counts it in; entering a new bucket adds what it counted of
+// the previous one.
+func (w *worker) markDue(due int64) {
+	b := bucketOf(due, w.stats.tl.width)
+	if b != w.pm.b && (w.pm.n > 0 || w.pm.late > 0) {
+		w.stats.mu.Lock()
+		w.stats.tl.addMark(&w.pm)
+		w.stats.mu.Unlock()
+	}
+	w.pm.b = b
+}
+
+// paced adds what the pacer counted to its bucket and closes the buckets
+// it has passed, now that request i is the next one due; once stopped
+// (request i and those after it are unsent, if any), it closes them all,
+// each with the requests due in it that were left unsent.
+func (w *worker) paced(i uint64, stopped bool) {
+	tl := &w.stats.tl
+	p := w.spec.pacer
+	to := tl.x.n
+	if !stopped && i < p.Planned() {
+		// Not past the last bucket: the offset of request Planned (the
+		// schedule extended) may lie beyond it.
+		to = bucketOf(int64(p.Offset(i)), tl.width)
+	}
+	if w.pm.n == 0 && w.pm.late == 0 && to <= tl.closedTo {
+		return
+	}
+	var unsent func(k uint32) uint32
+	if stopped && i < p.Planned() {
+		unsent = func(k uint32) uint32 {
+			from := max(p.Before(time.Duration(int64(k)*tl.width)), i)
+			until := p.Before(time.Duration(int64(k+1) * tl.width))
+			return uint32(until - min(from, until))
+		}
+	}
+	w.stats.mu.Lock()
+	tl.addMark(&w.pm)
+	tl.closeBelow(to, unsent)
+	w.stats.mu.Unlock()
 }
 
 // waitUntil blocks until offset due; false if the worker was cancelled
@@ -208,8 +265,7 @@ func (w *worker) dispatch(due int64) bool {
 		}
 		if w.spec.openLoop {
 			w.mu.Unlock()
-			w.stats.inc(cOverflow)
-			w.stats.outcomeAt(w.now())
+			w.stats.fail(failSample{due: due, at: w.now(), class: uint8(cOverflow), reason: noDetail, phase: noDetail})
 			return true
 		}
 		w.roomWaiting = true
@@ -256,6 +312,7 @@ func (w *worker) sent(due int64) {
 	recordValue(w.stats.lateness, late)
 	if late > int64(lateTolerance) {
 		w.stats.inc(cLateSends)
+		w.pm.late++
 	}
 }
 
@@ -358,42 +415,43 @@ func (w *worker) expire(aborted bool) {
 	} else {
 		w.expired.Store(true)
 	}
-	queued := len(w.queue) - w.qhead
+	// Once a drain, so copying the due times of the queue is no cost.
+	queued := append([]int64(nil), w.queue[w.qhead:]...)
 	w.queue, w.qhead = w.queue[:0], 0
 	for c := range w.conns {
 		_ = c.nc.SetDeadline(aLongTimeAgo)
 	}
 	w.mu.Unlock()
-	w.stats.counts[cInflightLost].Add(uint64(queued))
-	if queued > 0 {
-		w.stats.outcomeAt(w.now())
+	now := w.now()
+	for _, due := range queued {
+		w.stats.fail(failSample{due: due, at: now, class: uint8(cInflightLost), reason: noDetail, phase: noDetail})
 	}
 	w.dialStop()
 }
 
-// failure counts a request whose round trip failed after its connection
-// was in hand.
-func (w *worker) failure(err error, headersDone bool) {
-	s := w.stats
-	s.outcomeAt(w.now())
-	if w.expired.Load() {
-		s.inc(cInflightLost)
-		return
+// failure counts the request due at due whose round trip on c failed.
+func (w *worker) failure(c *conn, due int64, err error, headersDone bool) {
+	f := failSample{due: due, at: w.now(), class: uint8(cInflightLost), reason: noDetail, phase: noDetail}
+	c.describe(&f)
+	if !w.expired.Load() {
+		f.class, f.phase = uint8(cResets), uint8(cResetsBeforeHeaders)
+		if headersDone {
+			f.phase = uint8(cResetsIncompleteBody)
+		}
+		f.reason = uint8(resetReason(err, w.aborted.Load()))
 	}
-	s.inc(cResets)
-	if headersDone {
-		s.inc(cResetsIncompleteBody)
-	} else {
-		s.inc(cResetsBeforeHeaders)
-	}
-	s.inc(resetReason(err, w.aborted.Load()))
+	w.stats.fail(f)
 }
 
 // resetReason names why a stream broke.
 func resetReason(err error, aborted bool) counterID {
 	var pe *httpwire.ProtocolError
+	var le *httpwire.LimitError
 	var rhe tls.RecordHeaderError
 	switch {
+	case errors.As(err, &le):
+		// A response over httpwire's limits: the engine gave up on it.
+		return cResetOverflow
 	case errors.As(err, &pe), errors.As(err, &rhe):
 		return cResetProtocol
 	case aborted, errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded):
@@ -407,37 +465,40 @@ func resetReason(err error, aborted bool) counterID {
 	}
 }
 
-// dialFailure counts a request whose connection could not be made.
-func (w *worker) dialFailure(err error, ctx context.Context) {
-	s := w.stats
-	s.outcomeAt(w.now())
+// dialFailure counts the request due at due, whose connection could not
+// be made.
+func (w *worker) dialFailure(due int64, err error, ctx context.Context) {
+	f := failSample{due: due, at: w.now(), reason: noDetail, phase: noDetail}
+	f.class, f.reason = dialClass(err, ctx, w.expired.Load(), w.aborted.Load())
+	w.stats.fail(f)
+}
+
+// dialClass is the outcome class of a failed dial, and its detail counter
+// (noDetail for none).
+func dialClass(err error, ctx context.Context, expired, aborted bool) (uint8, uint8) {
 	var ne net.Error
 	var cve *tls.CertificateVerificationError
 	var uae x509.UnknownAuthorityError
 	var hne x509.HostnameError
 	var cie x509.CertificateInvalidError
 	switch {
-	case w.expired.Load():
-		s.inc(cInflightLost)
-	case w.aborted.Load():
-		s.inc(cConnFailure)
-		s.inc(cConnLocal)
+	case expired:
+		return uint8(cInflightLost), noDetail
+	case aborted:
+		return uint8(cConnFailure), uint8(cConnLocal)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
 		errors.As(err, &ne) && ne.Timeout():
-		s.inc(cConnTimeout)
+		return uint8(cConnTimeout), noDetail
 	case errors.As(err, &cve), errors.As(err, &uae), errors.As(err, &hne), errors.As(err, &cie):
 		// This engine refused the server's certificate.
-		s.inc(cConnFailure)
-		s.inc(cConnLocal)
+		return uint8(cConnFailure), uint8(cConnLocal)
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), isRemoteTLS(err):
-		s.inc(cConnFailure)
-		s.inc(cConnRemote)
+		return uint8(cConnFailure), uint8(cConnRemote)
 	default:
 		// No route, no local address, a name that did not resolve: the
 		// request never left this host.
-		s.inc(cConnFailure)
-		s.inc(cConnLocal)
+		return uint8(cConnFailure), uint8(cConnLocal)
 	}
 }
 
@@ -460,6 +521,12 @@ type conn struct {
 	idleAt int64
 	peek   [1]byte
 	stale  bool
+
+	// What a failure sample says of the connection: its peer, when it
+	// was made (an offset from the start), and the requests it carried.
+	remote  netip.AddrPort
+	since   int64
+	carried uint64
 
 	// deferred: the response in flight may wait for the pacer. Its bytes
 	// do not wake the engine (rawSocket raises the receive low-water
@@ -551,8 +618,13 @@ func (c *conn) dial(due int64) bool {
 	defer cancel()
 	nc, err := w.dialer.DialContext(ctx, "tcp", w.spec.addr)
 	if err == nil {
+		c.remote, c.since, c.carried = netip.AddrPort{}, w.now(), 0
 		if tc, ok := nc.(*net.TCPConn); ok {
 			c.raw, _ = tc.SyscallConn()
+			if a, ok := tc.RemoteAddr().(*net.TCPAddr); ok {
+				ap := a.AddrPort()
+				c.remote = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+			}
 		}
 		if w.spec.tls != nil {
 			tlsc := tls.Client(nc, w.spec.tls)
@@ -564,7 +636,7 @@ func (c *conn) dial(due int64) bool {
 		}
 	}
 	if err != nil {
-		w.dialFailure(err, ctx)
+		w.dialFailure(due, err, ctx)
 		return false
 	}
 	w.mu.Lock()
@@ -572,8 +644,9 @@ func (c *conn) dial(due int64) bool {
 		// The drain ended while this dial ran: the request is lost.
 		w.mu.Unlock()
 		_ = nc.Close()
-		w.stats.outcomeAt(w.now())
-		w.stats.inc(cInflightLost)
+		f := failSample{due: due, at: w.now(), class: uint8(cInflightLost), reason: noDetail, phase: noDetail}
+		c.describe(&f)
+		w.stats.fail(f)
 		return false
 	}
 	c.nc = nc
@@ -603,7 +676,7 @@ func (c *conn) roundTrip(due, inHand int64) bool {
 		c.rs.setDefer(c.deferred)
 	}
 	if _, err := c.rw.Write(w.spec.request); err != nil {
-		w.failure(err, false)
+		w.failure(c, due, err, false)
 		return false
 	}
 	err := httpwire.ReadResponse(c.br, w.spec.head, &c.resp)
@@ -618,12 +691,19 @@ func (c *conn) roundTrip(due, inHand int64) bool {
 		}
 	}
 	if err != nil {
-		w.failure(err, c.resp.HeadersDone)
+		w.failure(c, due, err, c.resp.HeadersDone)
 		return false
 	}
-	w.stats.response(c.resp.StatusCode, end-due, end-inHand, inHand-due)
-	w.stats.outcomeAt(end)
+	w.stats.response(c.resp.StatusCode, due, end, inHand, c)
+	c.carried++
 	return !c.resp.Close
+}
+
+// describe fills in what a failure sample says of c, the connection the
+// request was on.
+func (c *conn) describe(f *failSample) {
+	f.remote, f.carried = c.remote, c.carried
+	f.age = max(f.at-c.since, 0)
 }
 
 // closedByPeer checks, without blocking, whether an idle connection was

@@ -11,13 +11,14 @@ import (
 	"testing"
 
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Small seeds on purpose: the fuzzer minimizes every new input it finds,
 // and on the multi-kilobyte fixture files that takes minutes per input.
 // Even so, stream inputs minimize slowly; fuzz them with a cap, e.g.
 //
-//	go test ./gate -run '^$' -fuzz '^FuzzReadStream$' -fuzztime 2m -fuzzminimizetime 3s
+//	go test ./gate -run '^$' -fuzz '^FuzzGradeStream$' -fuzztime 2m -fuzzminimizetime 3s
 const (
 	seedClean    = `{"label":"s/a","scenario":"s","rate":9,"per_backend":true,"duration_ms":1000,"elapsed_ms":1001,"started_at":"2026-05-01T08:00:00.000Z","ended_at":"2026-05-01T08:00:01.001Z","backends":["10.0.1.5:8443","10.0.2.6:8443"],"results":[{"backend":"10.0.1.5:8443","elapsed_ms":1000,"started_at":"2026-05-01T08:00:00.100Z","counters":{"benchmark.http_2xx":9},"statistics":{"benchmark_http_client.latency_2xx":{"count":9,"unit":"ns","max":9e6,"p50":1e6,"p99":5e6}}},{"backend":"10.0.2.6:8443","elapsed_ms":1000,"counters":{"benchmark.http_2xx":8,"benchmark.pool_overflow":1}}]}`
 	seedLost     = `{"label":"s/b","scenario":"s","rate":0.5,"duration_ms":2000,"ramp_ms":1000,"elapsed_ms":2100,"started_at":"2026-05-01T08:00:00.000Z","backends":["10.0.1.5:8443","10.0.2.6:8443"],"results":[{"backend":"10.0.2.6:8443","elapsed_ms":9000,"cancelled":true,"counters":{"benchmark.http_2xx":1,"benchmark.stream_resets":1,"benchmark.stream_resets_remote_reset":1}}],"backend_errors":[{"backend":"10.0.1.5:8443","error":"lost\nagain"}],"thresholds":[{"expr":"counter:benchmark.stream_resets == 0","pass":false,"actual":"1"}]}`
@@ -31,7 +32,7 @@ var seedLines = []string{seedClean, seedLost, seedRefused, seedNotRun, seedNoRes
 
 // gradeAll grades a source every way the command can, and checks the
 // verdict is one the command can print.
-func gradeAll(t *testing.T, src *Source) {
+func gradeAll(t *testing.T, src *record.Source) {
 	shares := []Share{{Name: "a", RPS: "9", rps: big.NewRat(9, 1)}, {Name: "s/b", RPS: "0.5", rps: big.NewRat(1, 2)}}
 	for _, in := range []Input{
 		{Source: src, Backends: 2, FloorPct: big.NewRat(99, 1)},
@@ -72,7 +73,9 @@ func gradeAll(t *testing.T, src *Source) {
 	}
 }
 
-func FuzzReadReport(f *testing.F) {
+// FuzzGradeReport grades every report the reader accepts: whatever it
+// holds, the verdict is one the command can print.
+func FuzzGradeReport(f *testing.F) {
 	f.Add([]byte(`{"pass":false,"cancelled":true,"executions":[` + strings.Join(seedLines, ",") + `]}`))
 	f.Add([]byte(`{"pass":true,"executions":[` + seedClean + `,` + seedClean + `]}`))
 	for _, s := range []string{
@@ -85,7 +88,7 @@ func FuzzReadReport(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		src, err := ReadReport(data)
+		src, err := record.ReadReport(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
@@ -93,7 +96,8 @@ func FuzzReadReport(f *testing.F) {
 	})
 }
 
-func FuzzReadStream(f *testing.F) {
+// FuzzGradeStream does the same for a results stream.
+func FuzzGradeStream(f *testing.F) {
 	all := strings.Join(seedLines, "\n") + "\n"
 	for _, s := range []string{
 		all,
@@ -105,7 +109,7 @@ func FuzzReadStream(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		src, err := ReadStream(bytes.NewReader(data))
+		src, err := record.ReadStream(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
@@ -140,8 +144,8 @@ func FuzzRun(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		_, rerr := ReadReport(data)
-		_, serr := ReadStream(bytes.NewReader(data))
+		_, rerr := record.ReadReport(bytes.NewReader(data))
+		_, serr := record.ReadStream(bytes.NewReader(data))
 		for _, tc := range []struct {
 			args    []string
 			refused bool

@@ -9,17 +9,34 @@
 // zero; overlapping counters are listed by class and never added up; and a
 // run with nothing to grade is UNOBSERVED (exit 3), not a pass.
 //
+// Reports of this project are graded exactly. Its engine accounts for
+// every request once, and its results say how many were planned: on such a
+// result, planned = unsent + the sum of the outcome classes must hold
+// exactly (a FAIL "accounting: 1349 outcomes for 1350 planned on node-b
+// (1 missing)" otherwise), and a node without a failure must have
+// http_2xx = planned (a FAIL "not clean: ..." names what else its
+// requests became, unsent after a cancel say). The count floor's slack
+// (99-101 % by default) exists for the older sortie + Nighthawk stack,
+// whose engine could end a run one request short and whose results carry
+// no planned: they are graded by the floor alone, as before. A backend
+// error of kind accounting (the driver's own check) fails its node but is
+// not a lost backend. Refusals at an engine's cap are read from the
+// refused mark and the typed kind of record.KindOf; the words of older
+// reports are read in one place, record/kind.go.
+//
 // The gate imports no network code (no gRPC, no client-go, not even net):
 // it is the part a user runs anywhere, on a copied report.
 //
-// The work is split in three: the readers (ReadReport, ReadStream,
-// ReadShares, ReadEngines, ReadLog) turn files into an Input; Grade, a pure
-// function, turns an Input into a Verdict; WriteText and WriteJSON print it.
-// Run ties them to the command line.
+// The work is split in three: the readers turn files into an Input (the
+// report or results stream through record.ReadReportFile and
+// record.ReadStreamFile, the one reader the saver and the driver use too,
+// so the saver never writes SAVED for a report the gate refuses; the share
+// table, engine list and driver log through ReadShares, ReadEngines and
+// ReadLog); Grade, a pure function, turns an Input into a Verdict;
+// WriteText and WriteJSON print it. Run ties them to the command line.
 package gate
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -28,6 +45,7 @@ import (
 	"os"
 
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Run is sortie-gate's main: it reads the flags, the inputs, grades and
@@ -72,27 +90,13 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func Load(o Options) (Input, error) {
 	in := Input{Backends: o.Backends, FloorPct: o.floor(), MaxP99: o.MaxP99, Notes: o.notes}
 	var err error
-	switch {
-	case o.Report != "":
-		b, rerr := os.ReadFile(o.Report)
-		if rerr != nil {
-			return in, fmt.Errorf("read report: %w", rerr)
-		}
-		in.Source, err = ReadReport(b)
-		if err != nil {
-			return in, fmt.Errorf("report %s: %w", o.Report, err)
-		}
-		in.Source.Path = o.Report
-	default:
-		b, rerr := os.ReadFile(o.Stream)
-		if rerr != nil {
-			return in, fmt.Errorf("read results stream: %w", rerr)
-		}
-		in.Source, err = ReadStream(bytes.NewReader(b))
-		if err != nil {
-			return in, fmt.Errorf("results stream %s: %w", o.Stream, err)
-		}
-		in.Source.Path = o.Stream
+	if o.Report != "" {
+		in.Source, err = record.ReadReportFile(o.Report)
+	} else {
+		in.Source, err = record.ReadStreamFile(o.Stream)
+	}
+	if err != nil {
+		return in, err
 	}
 	if o.Shares != "" {
 		if err := readFile(o.Shares, "share table", func(r io.Reader) (err error) {
@@ -177,6 +181,14 @@ A target passes when ALL of these hold:
   - every node's http_2xx lies within --floor-pct and 200 - --floor-pct
     percent of share x the configured duration (share x (D - T/2) with a
     ramp of T), in exact arithmetic;
+  - on a node whose result carries planned (reports of this project's
+    engine), every planned request is accounted for exactly once:
+    planned = unsent + http_1xx + ... + http_5xx + stream_resets +
+    pool_connection_failure + pool_failure_timeout + pool_overflow +
+    http_inflight_lost, and a node without a failure has http_2xx =
+    planned. No slack: the floor's 1 % exists for the older sortie +
+    Nighthawk stack, whose results carry no planned and are judged by the
+    floor alone;
   - every node's own elapsed time is within 5 % of the planned duration;
   - no threshold of the plan failed, and with --max-p99 no node's 2xx p99
     is above it.
@@ -197,11 +209,17 @@ Output lines (fields separated by two spaces):
 
 Reasons on a FAIL line include:
   LOST BACKEND <node> (<address>) [counters reported|returned nothing]
+  LOST BACKEND <node> (<address>) at +<s>s, <n> answered 2xx before
+      a lost node whose partial result (the driver's count of its timeline)
+      ends <s> seconds after its start, with <n> 2xx counted by then
   survivors <node>=ok|FAIL ...  |  no backend survived
   failures <class>=<n> [<node>=<n> ...] ...
   driver saturated: <n> request(s) not sent [<node>=<n> ...] (pool_overflow: ...)
   in flight at the end: <n> request(s) with no outcome [<node>=<n> ...] (http_inflight_lost: ...)
   http_2xx below|above <pct>% of the planned <n> on [<node>=<count> ...]
+  accounting: <n> outcomes[ + <u> unsent] for <planned> planned on <node> (<d> missing|<d> counted twice)
+  not clean: http_2xx <n> != <planned> planned on <node> (<class>=<n> ... unsent=<u>)
+  the driver says the result of <node> breaks planned = unsent + outcomes: <its error>
   ran off plan (<s>s) on [<node>=<s>s ...]
   backends <d>/<N> dispatched (not dispatched: <node> ...)
 
@@ -216,6 +234,7 @@ and a NOTE says where it starts. A stream needs --shares, because only the
 share table names executions that never reached it.
 
 Exit: 0 PASS, 1 FAIL, 2 unusable input (flags, a missing or unreadable
-file, garbage, a report in an older format without started_at or results),
+file, garbage, a report in an older format without started_at or results,
+a report or stream over 256 MiB; a stream line over 16 MiB is skipped),
 3 UNOBSERVED (nothing was planned or nothing to grade).
 `

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"sort"
@@ -21,7 +22,7 @@ const (
 // are judged against.
 type Input struct {
 	// Source is the run's executions.
-	Source *Source
+	Source *record.Source
 	// Shares are the plan's targets and per-backend rates; nil means the
 	// targets are the source's executions at their own planned rates.
 	Shares []Share
@@ -182,7 +183,7 @@ func Grade(in Input) Verdict {
 	type group struct {
 		name  string
 		share *Share
-		execs []Execution
+		execs []record.Entry
 	}
 	var groups []group
 	matched := make([]bool, len(execs))
@@ -207,7 +208,7 @@ func Grade(in Input) Verdict {
 				continue
 			}
 			idx[e.Label] = len(groups)
-			groups = append(groups, group{name: targetName(e), execs: []Execution{e}})
+			groups = append(groups, group{name: targetName(e), execs: []record.Entry{e}})
 		}
 	}
 
@@ -254,7 +255,7 @@ func Grade(in Input) Verdict {
 	}
 	v.Lost = g.lostSummary(execs)
 	v.Window = window(execs)
-	if src.Kind == "stream" {
+	if src.Form == record.FormStream {
 		if n := len(src.Skipped); n > 0 {
 			v.Notes = append(v.Notes, fmt.Sprintf("%d line(s) of the results stream hold no execution (a torn or unparseable line) and were skipped: line(s) %s; an execution they held is missing", n, intList(src.Skipped)))
 		}
@@ -270,7 +271,7 @@ func Grade(in Input) Verdict {
 		Backends:     in.Backends,
 		LostBackends: len(v.Lost),
 		ReportPass:   "absent",
-		Source:       src.Kind,
+		Source:       string(src.Form),
 		SkippedLines: len(src.Skipped),
 		Runs:         len(src.Runs),
 	}
@@ -353,7 +354,7 @@ func (g *grader) node(addr string) string {
 }
 
 // targetName is an execution's label without its scenario prefix.
-func targetName(e Execution) string {
+func targetName(e record.Entry) string {
 	if e.Scenario != "" && strings.HasPrefix(e.Label, e.Scenario+"/") {
 		return e.Label[len(e.Scenario)+1:]
 	}
@@ -362,11 +363,11 @@ func targetName(e Execution) string {
 
 // target grades one target from its executions. nothingPlanned is true when
 // the target was run and planned no request at all.
-func (g *grader) target(name string, share *Share, execs []Execution) (Target, bool) {
+func (g *grader) target(name string, share *Share, execs []record.Entry) (Target, bool) {
 	t := Target{Name: name, Status: ResultFail, Backends: g.backends}
 	switch {
 	case len(execs) == 0:
-		if g.in.Source.Kind == "stream" {
+		if g.in.Source.Form == record.FormStream {
 			t.Reasons = []string{"missing from the results stream (never driven, or its line was torn)"}
 		} else {
 			t.Reasons = []string{"missing from the report (never driven)"}
@@ -400,16 +401,20 @@ func (g *grader) target(name string, share *Share, execs []Execution) (Target, b
 
 // nodeState is what one dispatched engine did for one execution.
 type nodeState struct {
-	addr     string
-	result   *record.BackendResult
-	lost     *record.BackendError
-	refused  *record.BackendError
-	dispatch bool
-	dupes    int
+	addr    string
+	result  *record.BackendResult
+	lost    *record.BackendError
+	refused *record.BackendError
+	// accounting is the driver's word that the result breaks planned =
+	// unsent + outcomes (kind accounting): a failure of the result, not a
+	// lost backend.
+	accounting *record.BackendError
+	dispatch   bool
+	dupes      int
 }
 
 // execution grades a target whose execution was dispatched.
-func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
+func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool) {
 	t.Ran = true
 	var reasons []string
 	add := func(s string) { reasons = append(reasons, s) }
@@ -418,7 +423,7 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 	// The planned share per backend: the share table's, else the report's
 	// own rate (split over the pool unless it is per backend).
 	var perBackend *big.Rat
-	reportShare := e.rate
+	reportShare := e.ExactRate
 	if reportShare != nil && !e.PerBackend && N > 0 {
 		reportShare = new(big.Rat).Quo(reportShare, big.NewRat(int64(N), 1))
 	}
@@ -446,7 +451,7 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 
 	// Every engine this execution concerns: dispatched ones in dispatch
 	// order, then any that answered or erred without being dispatched.
-	refusedExec := refused(e)
+	refusedExec := record.ExecutionRefused(e.Execution)
 	var nodes []*nodeState
 	byAddr := map[string]*nodeState{}
 	get := func(addr string) *nodeState {
@@ -473,9 +478,12 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 	for i := range e.BackendErrors {
 		be := &e.BackendErrors[i]
 		ns := get(be.Backend)
-		if refusedBy(e, be) {
+		switch {
+		case record.BackendRefused(e.Execution, *be):
 			ns.refused = be
-		} else if ns.lost == nil {
+		case accountingError(e, be):
+			ns.accounting = be
+		case ns.lost == nil:
 			ns.lost = be
 		}
 	}
@@ -500,7 +508,7 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 
 	// Per node.
 	var lostN, survivors int
-	var survivorMarks, offPlan, below, above, cancelled, silent, slow, undispatched, dupes []string
+	var survivorMarks, offPlan, below, above, cancelled, silent, slow, undispatched, dupes, inexact []string
 	type classAt struct {
 		node  string
 		count uint64
@@ -532,7 +540,10 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 		if ns.lost != nil {
 			lostN++
 			what := "[returned nothing]"
-			if ns.result != nil {
+			switch {
+			case ns.result != nil && ns.result.Partial:
+				what = lostAt(ns.result)
+			case ns.result != nil:
 				what = "[counters reported]"
 			}
 			add(fmt.Sprintf("LOST BACKEND %s (%s) %s", nd.Node, ns.addr, what))
@@ -572,6 +583,12 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 			}
 			if ns.lost == nil {
 				survivors++
+				// A result of this project's engine is judged exactly:
+				// every planned request has one outcome (or was unsent).
+				if why := exact(nd.Node, r, len(nd.Failures) > 0, ns.accounting); why != "" {
+					inexact = append(inexact, why)
+					nr = append(nr, why)
+				}
 				// The floor and the plan's duration are judged on the
 				// survivors only; a lost node has already failed.
 				if planned != nil {
@@ -714,6 +731,7 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 	if inflight != "" {
 		add(inflight)
 	}
+	reasons = append(reasons, inexact...)
 	if planned != nil {
 		if len(below) > 0 {
 			add(fmt.Sprintf("http_2xx below %s%% of the planned %s on [%s]", fmtRat(g.floor), fmtRat(planned), strings.Join(below, " ")))
@@ -751,6 +769,71 @@ func (g *grader) execution(t Target, share *Share, e Execution) (Target, bool) {
 	return t, nothingPlanned
 }
 
+// exact judges a result by the law every result of this project's engine
+// keeps, when it carries planned (the older stack's do not, and keep the
+// count floor alone): planned = unsent + the sum of the outcome classes,
+// exactly, and, on a node with no failure, http_2xx = planned. It returns
+// why the result breaks it, naming the node, or "". driver is the driver's
+// own accounting error for the result, if it gave one.
+func exact(node string, r *record.BackendResult, failed bool, driver *record.BackendError) string {
+	if why := conservation(node, r, failed); why != "" || driver == nil {
+		return why
+	}
+	// The driver saw what the report does not show (a result rewritten
+	// since?): its word stands, never a pass.
+	return "the driver says the result of " + node + " breaks planned = unsent + outcomes: " + oneLine(driver.Error)
+}
+
+// conservation is exact without the driver's word.
+func conservation(node string, r *record.BackendResult, failed bool) string {
+	if !r.HasPlanned() {
+		return ""
+	}
+	var ae *record.AccountingError
+	if errors.As(r.Conserves(), &ae) {
+		named := *ae
+		named.Backend = node
+		switch d := named.Diff(); {
+		case d < 0:
+			return fmt.Sprintf("%s (%d missing)", named.Error(), -d)
+		case d > 0:
+			return fmt.Sprintf("%s (%d counted twice)", named.Error(), d)
+		}
+		return named.Error()
+	}
+	n := r.Counters[record.HTTP2xx]
+	if failed || n == r.Planned {
+		// A node with failures is named by them; the rest is clean.
+		return ""
+	}
+	var rest []string
+	for _, k := range record.Outcomes {
+		if c := r.Counters[k]; c > 0 && k != record.HTTP2xx {
+			rest = append(rest, fmt.Sprintf("%s=%d", short(k), c))
+		}
+	}
+	if r.Unsent > 0 {
+		rest = append(rest, fmt.Sprintf("unsent=%d", r.Unsent))
+	}
+	return fmt.Sprintf("not clean: http_2xx %d != %d planned on %s (%s)", n, r.Planned, node, strings.Join(rest, " "))
+}
+
+// accountingError says a backend error is the driver's word that the
+// backend's result breaks planned = unsent + outcomes: its kind is
+// accounting and the result is there to judge. Such a backend answered; it
+// is not lost.
+func accountingError(e record.Entry, be *record.BackendError) bool {
+	if record.KindOf(*be) != record.KindAccounting {
+		return false
+	}
+	for _, r := range e.Results {
+		if r.Backend == be.Backend {
+			return true
+		}
+	}
+	return false
+}
+
 // plannedPerNode is share x (D - T/2) seconds: what a constant rate sends
 // over the duration D, less the half that a linear ramp from zero over T
 // does not send. D and T are in milliseconds; the result is exact.
@@ -771,23 +854,6 @@ func offPlanned(elapsedMs, durMs int64) bool {
 	diff := new(big.Int).Sub(big.NewInt(elapsedMs), big.NewInt(durMs))
 	diff.Abs(diff).Mul(diff, big.NewInt(100))
 	return diff.Cmp(new(big.Int).Mul(big.NewInt(durMs), big.NewInt(5))) > 0
-}
-
-// refusalText is how a report from before the "refused" mark worded a
-// start refused at an engine's execution cap.
-const refusalText = "refused a start because the engine is at"
-
-// refused says an execution was refused at an engine's execution cap: by
-// its mark, or, in a report from before the mark existed, by its words.
-func refused(e Execution) bool {
-	return e.Refused == record.RefusedExecutionCap || (e.Refused == "" && strings.Contains(e.Error, refusalText))
-}
-
-// refusedBy says a backend error is an engine's refusal, not a lost
-// backend. The engine's mark says so; in a report from before the mark
-// existed, every backend error of a refused execution was a refusal.
-func refusedBy(e Execution, be *record.BackendError) bool {
-	return be.Refused == record.RefusedExecutionCap || (e.Refused == "" && refused(e))
 }
 
 // pct is p percent of x.
@@ -836,15 +902,6 @@ func latencyOf(r *record.BackendResult) *Latency {
 // short is a counter's name without "benchmark.".
 func short(name string) string { return strings.TrimPrefix(name, "benchmark.") }
 
-// inZeroSet says whether a counter belongs to the zero-failure set.
-func inZeroSet(name string) bool {
-	switch name {
-	case record.HTTP4xx, record.HTTP5xx, record.PoolConnectionFailure, record.PoolOverflow, record.InflightLost:
-		return true
-	}
-	return strings.HasPrefix(name, record.StreamResets) || strings.HasPrefix(name, "benchmark.pool_failure_")
-}
-
 // classRank orders the zero-failure classes the way they are listed.
 func classRank(cl string) int {
 	switch {
@@ -881,7 +938,7 @@ func lessClass(a, b string) bool {
 func failureClasses(c map[string]uint64) []ClassCount {
 	var out []ClassCount
 	for k, v := range c {
-		if v > 0 && inZeroSet(k) {
+		if v > 0 && record.InZeroFailureSet(k) {
 			out = append(out, ClassCount{Class: short(k), Count: v})
 		}
 	}
@@ -906,7 +963,7 @@ func thresholdClass(expr string) (string, bool) {
 		return "", false
 	}
 	name, _, _ := strings.Cut(rest, " ")
-	if !inZeroSet(name) {
+	if !record.InZeroFailureSet(name) {
 		return "", false
 	}
 	return short(name), true
@@ -914,14 +971,14 @@ func thresholdClass(expr string) (string, bool) {
 
 // lostSummary lists every lost backend of the run once, with the number of
 // executions it was lost from and the first error the driver gave.
-func (g *grader) lostSummary(execs []Execution) []Lost {
+func (g *grader) lostSummary(execs []record.Entry) []Lost {
 	var out []Lost
 	idx := map[string]int{}
 	for _, e := range execs {
 		seen := map[string]bool{}
 		for i := range e.BackendErrors {
 			be := &e.BackendErrors[i]
-			if refusedBy(e, be) || seen[be.Backend] {
+			if record.BackendRefused(e.Execution, *be) || accountingError(e, be) || seen[be.Backend] {
 				continue
 			}
 			seen[be.Backend] = true
@@ -938,21 +995,21 @@ func (g *grader) lostSummary(execs []Execution) []Lost {
 
 // window finds the dispatch bracket of the run and the span of the
 // engines' first due times.
-func window(execs []Execution) Window {
+func window(execs []record.Entry) Window {
 	w := Window{ExecutionCount: len(execs)}
 	var t0, t1, e0, e1 time.Time
 	for _, e := range execs {
-		if s, err := parseTime(e.StartedAt); err == nil && !s.IsZero() {
+		if s, err := record.ParseTime(e.StartedAt); err == nil && !s.IsZero() {
 			w.StartedExecs++
 			if t0.IsZero() || s.Before(t0) {
 				t0 = s
 			}
 		}
-		if s, err := parseTime(e.EndedAt); err == nil && !s.IsZero() && s.After(t1) {
+		if s, err := record.ParseTime(e.EndedAt); err == nil && !s.IsZero() && s.After(t1) {
 			t1 = s
 		}
 		for _, r := range e.Results {
-			if s, err := parseTime(r.StartedAt); err == nil && !s.IsZero() {
+			if s, err := record.ParseTime(r.StartedAt); err == nil && !s.IsZero() {
 				if e0.IsZero() || s.Before(e0) {
 					e0 = s
 				}
@@ -975,7 +1032,7 @@ func window(execs []Execution) Window {
 // judgeLog compares the driver's log with the executions. It returns the
 // number of executions the log says were not run, a run failure when the
 // log shows skipped executions the report does not, and a note otherwise.
-func judgeLog(ls *LogSummary, name string, execs []Execution) (int, *RunFailure, string) {
+func judgeLog(ls *LogSummary, name string, execs []record.Entry) (int, *RunFailure, string) {
 	if name == "" {
 		name = DirLog
 	}
@@ -1003,7 +1060,7 @@ func judgeLog(ls *LogSummary, name string, execs []Execution) (int, *RunFailure,
 	case len(unseen) > 0 || k > len(notRun):
 		why := fmt.Sprintf("the driver's log shows %d execution(s) not run (%s), the graded run %d", k, said, len(notRun))
 		if len(unseen) > 0 {
-			why += "; skipped there and not marked not_run here: " + listSome(unseen)
+			why += "; skipped there and not marked not_run here: " + record.ListSome(unseen)
 		}
 		return k, &RunFailure{Name: name, Reason: why + ": a stage that was skipped was not tested"}, ""
 	case k > 0:
@@ -1012,4 +1069,18 @@ func judgeLog(ls *LogSummary, name string, execs []Execution) (int, *RunFailure,
 		return k, nil, fmt.Sprintf("%s has no summary line (\"N/M executions passed\"): it could not witness executions not run", name)
 	}
 	return k, nil, ""
+}
+
+// lostAt says when a lost node's partial result ends and what it had
+// counted by then: "at +41s, 369 answered 2xx before". The offset runs
+// from the node's started_at to its counted_until; without both, its
+// elapsed_ms (which the driver sets to the same span).
+func lostAt(r *record.BackendResult) string {
+	ms := r.ElapsedMs
+	from, err1 := time.Parse(time.RFC3339Nano, r.StartedAt)
+	until, err2 := time.Parse(time.RFC3339Nano, r.CountedUntil)
+	if err1 == nil && err2 == nil && !until.Before(from) {
+		ms = until.Sub(from).Milliseconds()
+	}
+	return fmt.Sprintf("at +%ss, %d answered 2xx before", fmtMsAsS(ms), r.Counters[record.HTTP2xx])
 }

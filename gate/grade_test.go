@@ -25,25 +25,25 @@ func result(addr string, n uint64, elapsedMs int64, more map[string]uint64) reco
 }
 
 // execution is one ran execution of "s/<target>" on addrA and addrB.
-func execution(t *testing.T, target, rate string, durMs int64, results ...record.BackendResult) Execution {
+func execution(t *testing.T, target, rate string, durMs int64, results ...record.BackendResult) record.Entry {
 	t.Helper()
-	r, err := parseDecimal(rate)
+	r, err := record.ParseDecimal(rate)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f, _ := r.Float64()
-	return Execution{
+	return record.Entry{
 		Execution: record.Execution{
 			Label: "s/" + target, Scenario: "s", Rate: f, PerBackend: true, DurationMs: durMs,
 			ElapsedMs: durMs + 500, StartedAt: "2026-05-01T08:00:00.100Z", EndedAt: "2026-05-01T08:30:00.100Z",
 			Backends: []string{addrA, addrB}, Results: results,
 		},
-		rate: r, hasResults: len(results) > 0,
+		ExactRate: r, HasResults: len(results) > 0,
 	}
 }
 
-func input(execs ...Execution) Input {
-	return Input{Source: &Source{Kind: "report", Executions: execs}, Backends: 2, FloorPct: big.NewRat(99, 1)}
+func input(execs ...record.Entry) Input {
+	return Input{Source: &record.Source{Form: record.FormReport, Executions: execs, All: execs}, Backends: 2, FloorPct: big.NewRat(99, 1)}
 }
 
 func TestFloor(t *testing.T) {
@@ -68,7 +68,7 @@ func TestFloor(t *testing.T) {
 	} {
 		e := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil), result(addrB, tc.count, 150001, nil))
 		in := input(e)
-		in.FloorPct, _ = parseDecimal(tc.floor)
+		in.FloorPct, _ = record.ParseDecimal(tc.floor)
 		v := Grade(in)
 		if got := v.Targets[0].Status == ResultPass; got != tc.pass {
 			t.Errorf("floor %s%%, %d of 1350: pass=%v, want %v (%v)", tc.floor, tc.count, got, tc.pass, v.Targets[0].Reasons)
@@ -202,7 +202,7 @@ func TestUnobserved(t *testing.T) {
 func TestShares(t *testing.T) {
 	e := execution(t, "a", "9", 150000, result(addrA, 1350, 150001, nil), result(addrB, 1350, 150001, nil))
 	share := func(name, rps string) Share {
-		r, _ := parseDecimal(rps)
+		r, _ := record.ParseDecimal(rps)
 		return Share{Name: name, RPS: rps, rps: r}
 	}
 	for _, tc := range []struct {
@@ -280,5 +280,76 @@ func TestSilentBackend(t *testing.T) {
 	tg := v.Targets[0]
 	if tg.Status != ResultFail || !strings.Contains(strings.Join(tg.Reasons, "|"), "no result and no error from ["+addrB+"]") {
 		t.Errorf("got %s %v", tg.Status, tg.Reasons)
+	}
+}
+
+// planned is result with the planned and unsent counts of this project's
+// engine.
+func planned(r record.BackendResult, planned, unsent uint64) record.BackendResult {
+	r.Planned, r.Unsent = planned, unsent
+	return r
+}
+
+func TestExact(t *testing.T) {
+	const twoTo64 = ^uint64(0)
+	for _, tc := range []struct {
+		name    string
+		b       record.BackendResult
+		errs    []record.BackendError
+		reasons []string // of the target; nil: it passes
+		lost    int
+	}{
+		{name: "exact", b: planned(result(addrB, 1350, 150001, nil), 1350, 0)},
+		{name: "one missing", b: planned(result(addrB, 1349, 150001, nil), 1350, 0),
+			reasons: []string{"accounting: 1349 outcomes for 1350 planned on " + addrB + " (1 missing)"}},
+		{name: "thirteen missing: inside the floor, still a failure", b: planned(result(addrB, 1337, 150001, nil), 1350, 0),
+			reasons: []string{"accounting: 1337 outcomes for 1350 planned on " + addrB + " (13 missing)"}},
+		{name: "one counted twice", b: planned(result(addrB, 1350, 150001, map[string]uint64{record.HTTP3xx: 1}), 1350, 0),
+			reasons: []string{"accounting: 1351 outcomes for 1350 planned on " + addrB + " (1 counted twice)"}},
+		{name: "unsent after a cancel conserves, and is not clean", b: func() record.BackendResult {
+			r := planned(result(addrB, 1349, 150001, nil), 1350, 1)
+			r.Cancelled = true
+			return r
+		}(), reasons: []string{"cancelled before the planned end on [" + addrB + "]", "not clean: http_2xx 1349 != 1350 planned on " + addrB + " (unsent=1)"}},
+		{name: "unsent that does not add up", b: planned(result(addrB, 1348, 150001, nil), 1350, 1),
+			reasons: []string{"accounting: 1348 outcomes + 1 unsent for 1350 planned on " + addrB + " (1 missing)"}},
+		{name: "a 3xx outcome is not 2xx", b: planned(result(addrB, 1349, 150001, map[string]uint64{record.HTTP3xx: 1}), 1350, 0),
+			reasons: []string{"not clean: http_2xx 1349 != 1350 planned on " + addrB + " (http_3xx=1)"}},
+		{name: "failures name the node, no clean rule on top", b: planned(result(addrB, 1348, 150001, map[string]uint64{record.HTTP5xx: 2}), 1350, 0),
+			reasons: []string{"failures http_5xx=2 [" + addrB + "=2]"}},
+		{name: "detail counters are not outcomes", b: planned(result(addrB, 1348, 150001, map[string]uint64{record.StreamResets: 2, record.ResetsBeforeHeaders: 2, record.StreamResetsPrefix + "remote_reset": 2}), 1350, 0),
+			reasons: []string{"failures stream_resets=2 [" + addrB + "=2] stream_resets_before_headers=2 [" + addrB + "=2] stream_resets_remote_reset=2 [" + addrB + "=2]"}},
+		{name: "overflow", b: planned(result(addrB, twoTo64, 150001, map[string]uint64{record.HTTP3xx: 2}), 1350, 0),
+			reasons: []string{"accounting: the outcome counters overflow 64 bits for 1350 planned on " + addrB, "http_2xx above 101% of the planned 1350 on [" + addrB + "=18446744073709551615] (more than the plan asked for: not this plan's load)"}},
+		{name: "no planned: the older stack's floor alone", b: result(addrB, 1337, 150001, nil)},
+		{name: "the driver's accounting error, on a result that conserves", b: planned(result(addrB, 1350, 150001, nil), 1350, 0),
+			errs:    []record.BackendError{{Backend: addrB, Kind: record.KindAccounting, Error: "accounting: 1349 outcomes for 1350 planned on node-b"}},
+			reasons: []string{"the driver says the result of " + addrB + " breaks planned = unsent + outcomes: accounting: 1349 outcomes for 1350 planned on node-b"}},
+		{name: "the driver's accounting error in words, on a result that does not", b: planned(result(addrB, 1349, 150001, nil), 1350, 0),
+			errs:    []record.BackendError{{Backend: addrB, Error: "accounting: 1349 outcomes for 1350 planned on node-b"}},
+			reasons: []string{"accounting: 1349 outcomes for 1350 planned on " + addrB + " (1 missing)"}},
+		{name: "an accounting error without a result is a lost backend", b: planned(result(addrB, 1350, 150001, nil), 1350, 0),
+			errs:    []record.BackendError{{Backend: addrA, Kind: record.KindAccounting, Error: "accounting: ?"}},
+			reasons: []string{"LOST BACKEND " + addrA + " (" + addrA + ") [returned nothing]", "survivors " + addrB + "=ok"}, lost: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := planned(result(addrA, 1350, 150001, nil), 1350, 0)
+			e := execution(t, "a", "9", 150000, a, tc.b)
+			if len(tc.errs) > 0 && tc.errs[0].Backend == addrA {
+				e.Results = e.Results[1:]
+			}
+			e.BackendErrors = tc.errs
+			v := Grade(input(e))
+			tg := v.Targets[0]
+			if diff := cmp.Diff(tc.reasons, tg.Reasons); diff != "" {
+				t.Errorf("reasons (-want +got):\n%s", diff)
+			}
+			if want := map[bool]string{true: ResultPass, false: ResultFail}[tc.reasons == nil]; tg.Status != want {
+				t.Errorf("status %s, want %s", tg.Status, want)
+			}
+			if len(v.Lost) != tc.lost {
+				t.Errorf("lost %+v, want %d", v.Lost, tc.lost)
+			}
+		})
 	}
 }

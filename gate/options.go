@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 // File names --dir looks for in a run directory. They are the names the
@@ -128,7 +130,7 @@ func (o Options) withDir() Options {
 // floor returns FloorPct as an exact rational, or nil when it is not a
 // decimal number.
 func (o Options) floor() *big.Rat {
-	r, err := parseDecimal(o.FloorPct)
+	r, err := record.ParseDecimal(o.FloorPct)
 	if err != nil {
 		return nil
 	}

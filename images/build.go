@@ -3,7 +3,6 @@ package images
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -29,8 +28,9 @@ type BuildOptions struct {
 	// Platforms to build for. Default linux/amd64. With more than one, each
 	// image is an OCI index and the lock pins the index's digest.
 	Platforms []Platform
-	// CACerts is the CA bundle file every image carries. Default
-	// DefaultCACerts, the build machine's.
+	// CACerts is the CA bundle file every image carries. Empty (the
+	// default): the pinned Mozilla roots (MozillaRoots), the same on every
+	// machine. Never the build machine's own bundle by default.
 	CACerts string
 	// BinDir receives the binaries, as <BinDir>/<os>_<arch>/<name>. Default:
 	// a temporary directory removed after the build.
@@ -48,9 +48,6 @@ func (o *BuildOptions) defaults() {
 	}
 	if len(o.Platforms) == 0 {
 		o.Platforms = []Platform{{OS: "linux", Arch: "amd64"}}
-	}
-	if o.CACerts == "" {
-		o.CACerts = DefaultCACerts
 	}
 	if o.Stderr == nil {
 		o.Stderr = io.Discard
@@ -74,8 +71,10 @@ func (o BuildOptions) Validate() error {
 		}
 		seen[p] = true
 	}
-	if st, err := os.Stat(o.CACerts); err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
-		errs = append(errs, fmt.Errorf("CA bundle %s: want a non-empty file", o.CACerts))
+	if o.CACerts != "" {
+		if _, err := LoadCABundle(o.CACerts); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -86,8 +85,10 @@ type Result struct {
 	Artifacts []Artifact
 	// GoVersion is the toolchain that compiled the binaries ("go1.26.8").
 	GoVersion string
-	// CACertsDigest is the sha256 of the CA bundle the images carry.
+	// CACertsDigest is the sha256 of the CA bundle the images carry, and
+	// CASource where it came from (CABundle.Source).
 	CACertsDigest string
+	CASource      string
 	// Platforms are the platforms built.
 	Platforms []Platform
 }
@@ -95,6 +96,9 @@ type Result struct {
 // Lock returns the lock file content that pins r's images.
 func (r Result) Lock() Lock {
 	l := Lock{BuiltWith: r.builtWith()}
+	if r.CACertsDigest != "" {
+		l.CA = LockCA{Digest: r.CACertsDigest, Source: r.CASource}
+	}
 	for _, a := range r.Artifacts {
 		l.Images = append(l.Images, LockEntry{Name: a.Name, Digest: a.Digest.String()})
 	}
@@ -191,7 +195,7 @@ func Build(ctx context.Context, o BuildOptions, bins []Binary) (Result, error) {
 	if err := o.Validate(); err != nil {
 		return Result{}, err
 	}
-	ca, err := readFile(o.CACerts)
+	ca, err := LoadCABundle(o.CACerts)
 	if err != nil {
 		return Result{}, err
 	}
@@ -219,7 +223,7 @@ func Build(ctx context.Context, o BuildOptions, bins []Binary) (Result, error) {
 			if err != nil {
 				return Result{}, err
 			}
-			img, err := Image(b.Name, bin, ca, p)
+			img, err := Image(b.Name, bin, ca.PEM, p)
 			if err != nil {
 				return Result{}, err
 			}
@@ -228,7 +232,8 @@ func Build(ctx context.Context, o BuildOptions, bins []Binary) (Result, error) {
 	}
 	r := Result{
 		GoVersion:     goVersion,
-		CACertsDigest: fmt.Sprintf("sha256:%x", sha256.Sum256(ca)),
+		CACertsDigest: ca.Digest(),
+		CASource:      ca.Source,
 		Platforms:     o.Platforms,
 	}
 	for i, b := range bins {

@@ -220,6 +220,9 @@ func buildAll(t *testing.T) Result {
 }
 
 func TestMain(m *testing.M) {
+	if ran, code := runHelper(); ran {
+		os.Exit(code)
+	}
 	code := m.Run()
 	if allBins != "" {
 		os.RemoveAll(allBins)

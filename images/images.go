@@ -1,6 +1,6 @@
 // Package images builds sortie's OCI images without Docker: one image per
-// binary, a static Go binary on an empty base with CA certificates and a
-// non-root user, every timestamp zeroed and every tar entry in a fixed order
+// binary, a static Go binary on an empty base with CA certificates (the
+// Mozilla roots of a pinned module, see MozillaRoots) and a non-root user, every timestamp zeroed and every tar entry in a fixed order
 // and mode, so that the same binary always gives the same image digest and a
 // commit that does not change a binary does not change its image.
 //
@@ -120,10 +120,6 @@ func ParsePlatform(s string) (Platform, error) {
 	}
 	return Platform{OS: os, Arch: arch}, nil
 }
-
-// DefaultCACerts is the CA bundle an image carries unless told otherwise:
-// the build machine's (Debian's ca-certificates).
-const DefaultCACerts = "/etc/ssl/certs/ca-certificates.crt"
 
 // readFile reads a file, naming it in the error.
 func readFile(path string) ([]byte, error) {

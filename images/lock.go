@@ -5,23 +5,29 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 // The lock file (images.lock) is text, one image a line:
 //
 //	# images.lock: one sortie image per line, "<name> <digest>".
 //	# built with go1.26.8 for linux/amd64, CA bundle sha256:...
+//	# CA bundle sha256:... golang.org/x/crypto/x509roots/fallback@v0.0.0-...
 //	sortie-engine sha256:<64 hex digits>
 //	sortie sha256:<64 hex digits>
 //
 // A line is a name (lower-case letters, digits and '-'), one space and a
 // sha256 digest. Lines starting with '#' are comments; the one starting
 // "# built with " says what the digests were built with (Lock.BuiltWith),
-// so a check that disagrees can name a changed toolchain or CA bundle.
+// so a check that disagrees can name a changed toolchain or CA bundle. The
+// one starting "# CA bundle " pins the CA bundle every image carries: its
+// sha256 and, after one space, its source (Lock.CA): RootsSource, the
+// pinned Mozilla roots, or "file:<path>" for a bundle given with --ca-certs,
+// which check then rebuilds with. It is a comment so that readers of the
+// image lines alone are not disturbed by it; it is parsed all the same.
 // Empty lines are ignored; a name may appear once. The order is the order of
 // Binaries. Plain text rather than JSON so that `grep`, `awk` and a diff of
 // a release read it directly.
@@ -34,6 +40,24 @@ type Lock struct {
 	// "# built with " comment), e.g. "go1.26.8 for linux/amd64, CA bundle
 	// sha256:...". Informational: check compares digests only.
 	BuiltWith string
+	// CA pins the CA bundle the images carry; zero in a lock written
+	// before the bundle was recorded.
+	CA LockCA
+}
+
+// LockCA is the CA bundle of a lock: its digest and where it came from.
+type LockCA struct {
+	Digest string // "sha256:<64 hex digits>"
+	Source string // RootsSource, or "file:<path>"
+}
+
+// File returns the bundle's path when it came from a file, else "".
+func (c LockCA) File() string {
+	p, _ := strings.CutPrefix(c.Source, fileSourcePrefix)
+	if p == c.Source {
+		return ""
+	}
+	return p
 }
 
 // LockEntry pins one image.
@@ -42,7 +66,10 @@ type LockEntry struct {
 	Digest string // "sha256:<64 hex digits>"
 }
 
-const builtWithPrefix = "# built with "
+const (
+	builtWithPrefix = "# built with "
+	caPrefix        = "# CA bundle "
+)
 
 var (
 	lockNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
@@ -66,6 +93,8 @@ func ParseLock(data []byte) (Lock, error) {
 		l    Lock
 		errs []error
 		seen = map[string]int{}
+		// caLine is the line of the "# CA bundle " comment, 0 before it.
+		caLine int
 	)
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 64*1024)
@@ -76,6 +105,17 @@ func ParseLock(data []byte) (Lock, error) {
 			continue
 		case strings.HasPrefix(line, builtWithPrefix):
 			l.BuiltWith = strings.TrimSpace(strings.TrimPrefix(line, builtWithPrefix))
+			continue
+		case strings.HasPrefix(line, caPrefix):
+			ca, err := parseLockCA(strings.TrimPrefix(line, caPrefix))
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("line %d: %w", n, err))
+			case caLine > 0:
+				errs = append(errs, fmt.Errorf("line %d: CA bundle already pinned on line %d", n, caLine))
+			default:
+				l.CA, caLine = ca, n
+			}
 			continue
 		case strings.HasPrefix(line, "#"):
 			continue
@@ -114,6 +154,36 @@ func ParseLock(data []byte) (Lock, error) {
 	return l, nil
 }
 
+// parseLockCA reads "<digest> <source>", the rest of a "# CA bundle " line.
+func parseLockCA(s string) (LockCA, error) {
+	digest, source, _ := strings.Cut(s, " ")
+	if !digestRE.MatchString(digest) {
+		return LockCA{}, fmt.Errorf("CA bundle digest %q: want sha256: and 64 lower-case hex digits", digest)
+	}
+	if err := checkCASource(source); err != nil {
+		return LockCA{}, err
+	}
+	return LockCA{Digest: digest, Source: source}, nil
+}
+
+// checkCASource accepts <module>@<version> or file:<path>, on one line.
+func checkCASource(source string) error {
+	if strings.ContainsFunc(source, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return fmt.Errorf("CA bundle source %q: holds a control character", source)
+	}
+	if p, isFile := strings.CutPrefix(source, fileSourcePrefix); isFile {
+		if strings.TrimSpace(p) == "" {
+			return fmt.Errorf("CA bundle source %q: no path after %s", source, fileSourcePrefix)
+		}
+		return nil
+	}
+	mod, version, ok := strings.Cut(source, "@")
+	if !ok || mod == "" || version == "" || strings.ContainsAny(source, " \t") {
+		return fmt.Errorf("CA bundle source %q: want <module>@<version> or %s<path>", source, fileSourcePrefix)
+	}
+	return nil
+}
+
 // Format returns the lock file's content, images in the order given.
 func (l Lock) Format() []byte {
 	var b bytes.Buffer
@@ -122,6 +192,9 @@ func (l Lock) Format() []byte {
 	b.WriteString("# `sortie-images pin` copies the digests into the chart's values and the README.\n")
 	if l.BuiltWith != "" {
 		b.WriteString(builtWithPrefix + l.BuiltWith + "\n")
+	}
+	if l.CA != (LockCA{}) {
+		b.WriteString(caPrefix + l.CA.Digest + " " + l.CA.Source + "\n")
 	}
 	for _, e := range l.Images {
 		fmt.Fprintf(&b, "%s %s\n", e.Name, e.Digest)
@@ -142,36 +215,5 @@ func ReadLock(path string) (Lock, error) {
 	return l, nil
 }
 
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory and a rename, so a reader never sees half a file.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename there is nothing to remove
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
 // WriteLock writes l to path atomically.
-func WriteLock(path string, l Lock) error { return writeFileAtomic(path, l.Format()) }
+func WriteLock(path string, l Lock) error { return record.WriteFile(path, l.Format(), 0o644) }

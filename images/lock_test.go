@@ -30,6 +30,37 @@ func TestParseLock(t *testing.T) {
 				},
 			},
 		},
+		{
+			name: "CA bundle",
+			in: "# built with go1.26.8 for linux/amd64, CA bundle sha256:" + hexB + "\n" +
+				"# CA bundle sha256:" + hexB + " " + RootsSource + "\nsortie sha256:" + hexA + "\n",
+			want: Lock{
+				BuiltWith: "go1.26.8 for linux/amd64, CA bundle sha256:" + hexB,
+				CA:        LockCA{Digest: "sha256:" + hexB, Source: RootsSource},
+				Images:    []LockEntry{{Name: "sortie", Digest: "sha256:" + hexA}},
+			},
+		},
+		{
+			name: "CA bundle from a file",
+			in:   "# CA bundle sha256:" + hexB + " file:certs/private ca.pem\n",
+			want: Lock{CA: LockCA{Digest: "sha256:" + hexB, Source: "file:certs/private ca.pem"}},
+		},
+		{
+			name: "every bad CA line named",
+			in: "# CA bundle sha256:" + hexA + " " + RootsSource + "\n" +
+				"# CA bundle sha256:" + hexB + " " + RootsSource + "\n" + // a second one
+				"# CA bundle sha256:abc " + RootsSource + "\n" +
+				"# CA bundle sha256:" + hexA + "\n" +
+				"# CA bundle sha256:" + hexA + " file:\n" +
+				"# CA bundle sha256:" + hexA + " golang.org/x/crypto/x509roots/fallback\n",
+			wantErr: []string{
+				"line 2: CA bundle already pinned on line 1",
+				`line 3: CA bundle digest "sha256:abc"`,
+				`line 4: CA bundle source ""`,
+				`line 5: CA bundle source "file:": no path`,
+				`line 6: CA bundle source "golang.org/x/crypto/x509roots/fallback": want <module>@<version>`,
+			},
+		},
 		{name: "empty", in: "", want: Lock{}},
 		{
 			name: "every bad line named",
@@ -79,6 +110,7 @@ func TestParseLock(t *testing.T) {
 func TestLockRoundTrip(t *testing.T) {
 	l := Lock{
 		BuiltWith: "go1.26.8 for linux/amd64, CA bundle sha256:" + hexA,
+		CA:        LockCA{Digest: "sha256:" + hexA, Source: RootsSource},
 		Images: []LockEntry{
 			{Name: "sortie-engine", Digest: "sha256:" + hexA},
 			{Name: "sortie", Digest: "sha256:" + hexB},
@@ -118,6 +150,10 @@ func TestRepoLockParses(t *testing.T) {
 	if l.BuiltWith == "" {
 		t.Error("../images.lock has no \"# built with\" line")
 	}
+	// The images were built with the pinned roots, and the lock says which.
+	if want := (LockCA{Digest: "sha256:" + hexSum(MozillaRoots()), Source: RootsSource}); l.CA != want {
+		t.Errorf("../images.lock pins CA bundle %+v, want the pinned roots %+v (run sortie-images build)", l.CA, want)
+	}
 }
 
 func FuzzParseLock(f *testing.F) {
@@ -125,6 +161,8 @@ func FuzzParseLock(f *testing.F) {
 	f.Add([]byte("# built with go1.26.8 for linux/amd64\nsortie sha256:" + hexB))
 	f.Add([]byte("sortie sha256:" + hexA + "\nsortie sha256:" + hexA + "\n"))
 	f.Add([]byte("bad line\n\x00\n#\n"))
+	f.Add([]byte("# CA bundle sha256:" + hexA + " " + RootsSource + "\nsortie sha256:" + hexB + "\n"))
+	f.Add([]byte("# CA bundle sha256:" + hexA + " file: a\tb\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		l, err := ParseLock(data)
 		if err != nil {
@@ -136,7 +174,7 @@ func FuzzParseLock(f *testing.F) {
 			t.Fatalf("ParseLock(Format()) of a parsed lock: %v", err)
 		}
 		if diff := cmp.Diff(l, again, cmp.Comparer(func(a, b Lock) bool {
-			return cmp.Equal(a.Images, b.Images) && strings.TrimSpace(a.BuiltWith) == b.BuiltWith
+			return cmp.Equal(a.Images, b.Images) && strings.TrimSpace(a.BuiltWith) == b.BuiltWith && a.CA == b.CA
 		})); diff != "" {
 			t.Fatalf("round trip (-first +second):\n%s", diff)
 		}

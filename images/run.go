@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sortie-soak/sortie/record"
 	"io"
 	"log/slog"
 	"regexp"
@@ -24,11 +25,18 @@ empty base, CA certificates, user 65532:65532, all timestamps at the Unix
 epoch), pins their digests in a lock file and copies them into the chart's
 values and the README.
 
+The CA certificates are Mozilla's roots from the Go module
+` + RootsSource + `
+(pinned in go.mod), rendered to PEM the same way on every machine; never the
+build machine's /etc/ssl. --ca-certs FILE gives another bundle (a private
+CA's), recorded in the lock.
+
 Commands:
   build   build the images, write an OCI layout and the lock file, push
   check   rebuild and compare with the lock file (exit 1 on any difference)
   pin     copy the lock file's digests into values.yaml and the README
   layer   write one image's layer tar (for Bazel's rules_oci, images/oci)
+  roots   write the pinned CA bundle the images carry by default
 
 Run "sortie-images <command> --help" for a command's flags and output.
 Exit codes: 0 done / all digests agree, 1 a build, push or check failed,
@@ -51,6 +59,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runPin(args[1:], stdout, stderr)
 	case "layer":
 		return runLayer(args[1:], stdout, stderr)
+	case "roots":
+		return runRoots(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -86,7 +96,7 @@ type buildFlags struct {
 func (b *buildFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.module, "module", ".", "root of the sortie module (the directory holding go.mod)")
 	fs.Var(&b.platforms, "platform", "comma-separated platforms, linux/amd64 and/or linux/arm64; several give an OCI index per image (build default linux/amd64; check default: the lock's)")
-	fs.StringVar(&b.caCerts, "ca-certs", DefaultCACerts, "CA bundle every image carries at "+CACertsPath)
+	fs.StringVar(&b.caCerts, "ca-certs", "", "PEM CA bundle `FILE` every image carries at "+CACertsPath+", recorded in the lock (build default: the Mozilla roots of "+RootsSource+"; check default: the bundle the lock records)")
 	fs.Var(&b.only, "only", "comma-separated image names to build (default: every image whose package exists): "+strings.Join(names0(), ", "))
 	fs.StringVar(&b.lock, "lock", "images.lock", "the lock file")
 }
@@ -229,10 +239,15 @@ func runBuild(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 
 const checkDoc = `usage: sortie-images check [flags]
 
-Rebuilds the images and compares each digest with the lock file. Exit 1 if
-any differs, is missing from the lock, or is pinned but cannot be built.
+Rebuilds the images and compares each digest, and the CA bundle's, with the
+lock file. Exit 1 if any differs, is missing from the lock, or is pinned but
+cannot be built. Without --ca-certs it rebuilds with the bundle the lock
+records: the pinned Mozilla roots, or the file a build was given.
 
 Output, one line each (stdout):
+  CA OK <digest> <source>                  the CA bundle is the pinned one
+  CA CHANGED lock=<digest> built=<digest> <source>
+  CA UNPINNED built=<digest> <source>      the lock records no CA bundle
   OK <name> <digest>                       the rebuilt digest is the pinned one
   CHANGED <name> lock=<digest> built=<digest>
   UNPINNED <name> built=<digest>           built but not in the lock
@@ -259,6 +274,13 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 		// Rebuild for the platforms the lock was built for.
 		if m := builtForRE.FindStringSubmatch(lock.BuiltWith); m != nil {
 			_ = bf.platforms.Set(m[1])
+		}
+	}
+	if bf.caCerts == "" {
+		// The bundle the lock was built with: a file given to build, else
+		// the pinned roots.
+		if bf.caCerts = lock.CA.File(); bf.caCerts != "" {
+			log.Info("rebuilding with the CA bundle the lock records", "file", bf.caCerts)
 		}
 	}
 	if len(bf.only) == 0 {
@@ -301,17 +323,31 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 // CheckReport is the comparison of a lock file with a rebuild.
 type CheckReport struct {
 	OK, Changed, Unpinned, Unbuilt int
+	// CAChanged says the CA bundle's digest differs from the pinned one.
+	CAChanged bool
 	// Lines are the output lines, one per image then the CHECK line.
 	Lines []string
 }
 
 // Pass reports whether every image agreed.
-func (r CheckReport) Pass() bool { return r.Changed+r.Unpinned+r.Unbuilt == 0 }
+func (r CheckReport) Pass() bool { return r.Changed+r.Unpinned+r.Unbuilt == 0 && !r.CAChanged }
 
-// Compare compares the pinned lock with the built one, image by image in
-// the pinned lock's order, then the images only built.
+// Compare compares the pinned lock with the built one: the CA bundle first
+// (a changed bundle changes every image), then image by image in the pinned
+// lock's order, then the images only built. A lock that records no bundle
+// (written before bundles were recorded) is compared by its images alone.
 func Compare(pinned, built Lock) CheckReport {
 	var r CheckReport
+	switch b := built.CA; {
+	case b.Digest == "":
+	case pinned.CA.Digest == "":
+		r.Lines = append(r.Lines, fmt.Sprintf("CA UNPINNED built=%s %s", b.Digest, b.Source))
+	case pinned.CA.Digest == b.Digest:
+		r.Lines = append(r.Lines, fmt.Sprintf("CA OK %s %s", b.Digest, b.Source))
+	default:
+		r.CAChanged = true
+		r.Lines = append(r.Lines, fmt.Sprintf("CA CHANGED lock=%s built=%s %s", pinned.CA.Digest, b.Digest, b.Source))
+	}
 	for _, e := range pinned.Images {
 		d, ok := built.Digest(e.Name)
 		switch {
@@ -386,7 +422,7 @@ func runPin(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "UNCHANGED %s\n", t.path)
 			continue
 		}
-		if err := writeFileAtomic(t.path, data); err != nil {
+		if err := record.WriteFile(t.path, data, 0o644); err != nil {
 			return cli.Fail(err)
 		}
 		fmt.Fprintf(stdout, "PINNED %s\n", t.path)
@@ -397,7 +433,8 @@ func runPin(args []string, stdout, stderr io.Writer) error {
 const layerDoc = `usage: sortie-images layer --name NAME --binary FILE --out FILE [flags]
 
 Writes the uncompressed tar of an image's only layer, exactly as build puts
-it in the image: the binary at /usr/local/bin/NAME, the CA bundle, passwd
+it in the image: the binary at /usr/local/bin/NAME, the CA bundle (the
+pinned Mozilla roots unless --ca-certs), passwd
 and group with user 65532, its home and /tmp, every time the Unix epoch.
 Bazel's oci_image (images/oci) wraps it; build does not need this command.
 
@@ -411,7 +448,7 @@ func runLayer(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("layer", layerDoc, stderr)
 	name := fs.String("name", "", "the image and binary name, e.g. sortie-engine")
 	binary := fs.String("binary", "", "the static binary")
-	caCerts := fs.String("ca-certs", DefaultCACerts, "CA bundle installed at "+CACertsPath)
+	caCerts := fs.String("ca-certs", "", "PEM CA bundle `FILE` installed at "+CACertsPath+" (default: the Mozilla roots of "+RootsSource+")")
 	out := fs.String("out", "", "the tar file to write")
 	if help, err := parse(fs, args); help || err != nil {
 		return err
@@ -429,17 +466,51 @@ func runLayer(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Usage(err)
 	}
-	ca, err := readFile(*caCerts)
+	ca, err := LoadCABundle(*caCerts)
 	if err != nil {
 		return cli.Usage(err)
 	}
-	tarBytes, err := LayerTar(*name, bin, ca)
+	tarBytes, err := LayerTar(*name, bin, ca.PEM)
 	if err != nil {
 		return cli.Usage(err)
 	}
-	if err := writeFileAtomic(*out, tarBytes); err != nil {
+	if err := record.WriteFile(*out, tarBytes, 0o644); err != nil {
 		return cli.Fail(err)
 	}
 	fmt.Fprintf(stdout, "LAYER %s sha256:%x\n", *out, sha256.Sum256(tarBytes))
+	return nil
+}
+
+const rootsDoc = `usage: sortie-images roots --out FILE
+
+Writes the CA bundle every image carries unless build is given --ca-certs:
+Mozilla's roots from the Go module ` + RootsSource + `,
+as PEM, each certificate under its SHA-256 fingerprint, sorted by it; the
+same bytes on every machine. A private CA's bundle for --ca-certs can start
+from it (cat FILE private-ca.pem > bundle.pem).
+
+Output (stdout):
+  ROOTS <file> <digest> <source>
+
+Flags:
+`
+
+func runRoots(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("roots", rootsDoc, stderr)
+	out := fs.String("out", "", "the PEM `FILE` to write")
+	if help, err := parse(fs, args); help || err != nil {
+		return err
+	}
+	if *out == "" {
+		return cli.Usage(errors.New("--out is required"))
+	}
+	ca, err := LoadCABundle("")
+	if err != nil {
+		return cli.Fail(err)
+	}
+	if err := record.WriteFile(*out, ca.PEM, 0o644); err != nil {
+		return cli.Fail(err)
+	}
+	fmt.Fprintf(stdout, "ROOTS %s %s %s\n", *out, ca.Digest(), ca.Source)
 	return nil
 }

@@ -45,6 +45,9 @@ func TestRunFlags(t *testing.T) {
 		{"check without lock", []string{"check", "--lock", filepath.Join(t.TempDir(), "none")}, 2, ""},
 		{"pin without lock", []string{"pin", "--lock", filepath.Join(t.TempDir(), "none")}, 2, ""},
 		{"layer help", []string{"layer", "--help"}, 0, "LAYER <file>"},
+		{"roots help", []string{"roots", "--help"}, 0, "ROOTS <file>"},
+		{"roots without out", []string{"roots"}, 2, "--out is required"},
+		{"build junk CA", []string{"build", "--module", "..", "--ca-certs", "testdata/readme.md"}, 2, "CA bundle testdata/readme.md: no PEM certificate"},
 		{"layer without flags", []string{"layer"}, 2, "--name is required\n--binary is required\n--out is required"},
 		{"layer bad name", []string{"layer", "--name", "a/b", "--binary", "testdata/ca.pem", "--ca-certs", "testdata/ca.pem", "--out", filepath.Join(t.TempDir(), "l.tar")}, 2, "plain file name"},
 		{"pin missing values", []string{"pin", "--lock", lock, "--values", filepath.Join(t.TempDir(), "none"), "--readme", ""}, 2, ""},
@@ -154,6 +157,52 @@ func TestCompare(t *testing.T) {
 	}
 }
 
+// TestCompareCA: the CA bundle's line comes first; a changed bundle fails
+// the check even when every image agrees (a lock edited by hand), and a
+// lock that records none is compared by its images alone.
+func TestCompareCA(t *testing.T) {
+	images := []LockEntry{{Name: "sortie", Digest: "sha256:" + hexA}}
+	ca := func(d string) LockCA { return LockCA{Digest: "sha256:" + d, Source: RootsSource} }
+	built := Lock{Images: images, CA: ca(hexA)}
+	tests := []struct {
+		name   string
+		pinned Lock
+		first  string
+		pass   bool
+	}{
+		{"same", Lock{Images: images, CA: ca(hexA)}, "CA OK sha256:" + hexA + " " + RootsSource, true},
+		{"changed", Lock{Images: images, CA: ca(hexB)}, "CA CHANGED lock=sha256:" + hexB + " built=sha256:" + hexA + " " + RootsSource, false},
+		{"not recorded", Lock{Images: images}, "CA UNPINNED built=sha256:" + hexA + " " + RootsSource, true},
+	}
+	for _, tt := range tests {
+		r := Compare(tt.pinned, built)
+		if r.Lines[0] != tt.first || r.Pass() != tt.pass || len(r.Lines) != 3 {
+			t.Errorf("%s: pass=%v lines %q, want first %q and pass=%v", tt.name, r.Pass(), r.Lines, tt.first, tt.pass)
+		}
+	}
+	if r := Compare(Lock{Images: images, CA: ca(hexA)}, Lock{}); strings.HasPrefix(r.Lines[0], "CA ") {
+		t.Errorf("nothing built, yet a CA line: %q", r.Lines)
+	}
+}
+
+func TestRunRoots(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "roots.pem")
+	stdout, stderr, code := run(t, "roots", "--out", out)
+	if code != 0 {
+		t.Fatalf("roots: exit %d: %s", code, stderr)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, MozillaRoots()) {
+		t.Error("the roots command's file is not MozillaRoots")
+	}
+	if want := "ROOTS " + out + " sha256:" + hexSum(got) + " " + RootsSource + "\n"; stdout != want {
+		t.Errorf("roots printed %q, want %q", stdout, want)
+	}
+}
+
 // TestIntegrationRunBuildCheckPush drives the command over the real module
 // (the gate alone, the quickest binary): build writes layout and lock and
 // pushes to an in-process registry; check passes on that lock and fails,
@@ -198,15 +247,39 @@ func TestIntegrationRunBuildCheckPush(t *testing.T) {
 		t.Fatalf("registry has %v (%v) under the tag, want %s", desc, err, digest)
 	}
 
-	stdout, stderr, code = run(t, "check", "--module", "..", "--ca-certs", "testdata/ca.pem", "--lock", lock)
-	if code != 0 || !strings.Contains(stdout, "OK sortie-gate "+digest+"\nCHECK PASS images=1 ok=1") {
+	if want := (LockCA{Digest: "sha256:" + hexSum(mustRead(t, "testdata/ca.pem")), Source: "file:testdata/ca.pem"}); l.CA != want {
+		t.Errorf("the lock pins CA %+v, want the --ca-certs file %+v", l.CA, want)
+	}
+
+	// check rebuilds with the bundle the lock records, without being told.
+	stdout, stderr, code = run(t, "check", "--module", "..", "--lock", lock)
+	if code != 0 || !strings.Contains(stdout, "CA OK "+l.CA.Digest+" file:testdata/ca.pem\nOK sortie-gate "+digest+"\nCHECK PASS images=1 ok=1") {
 		t.Fatalf("check: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// Told to use the pinned roots instead, everything differs.
+	roots := filepath.Join(dir, "roots.pem")
+	if _, _, code := run(t, "roots", "--out", roots); code != 0 {
+		t.Fatal("roots failed")
+	}
+	stdout, _, code = run(t, "check", "--module", "..", "--lock", lock, "--ca-certs", roots)
+	if code != 1 || !strings.Contains(stdout, "CA CHANGED lock="+l.CA.Digest+" built=sha256:"+hexSum(MozillaRoots())) ||
+		!strings.Contains(stdout, "CHANGED sortie-gate lock="+digest) {
+		t.Errorf("check with another bundle: exit %d\n%s", code, stdout)
 	}
 
 	altered := strings.Replace(string(l.Format()), digest, "sha256:"+hexA, 1)
 	writeFile(t, lock, altered)
-	stdout, _, code = run(t, "check", "--module", "..", "--ca-certs", "testdata/ca.pem", "--lock", lock)
+	stdout, _, code = run(t, "check", "--module", "..", "--lock", lock)
 	if code != 1 || !strings.Contains(stdout, "CHANGED sortie-gate lock=sha256:"+hexA+" built="+digest) {
 		t.Errorf("check of an altered lock: exit %d\n%s", code, stdout)
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

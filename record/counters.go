@@ -1,7 +1,8 @@
-// Package counters names the benchmark.* counters and statistics that the
-// engine produces and the driver and gate read. The names are part of the
-// compatibility contract and never change.
 package record
+
+// The benchmark.* counters and statistics that the engine produces and the
+// driver and gate read. The names are part of the compatibility contract
+// and never change.
 
 // Outcome classes: every request the plan asked for lands in exactly one.
 const (

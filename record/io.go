@@ -1,10 +1,7 @@
 package record
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,65 +35,31 @@ func WriteReport(path string, r *Report) error {
 	return WriteFile(path, b, 0o644)
 }
 
-// ReadReport decodes a report. Fields it does not know are ignored (reports
-// from other writers carry extensions); a document that is not a JSON object
-// with an "executions" array is an error, so a truncated or foreign file is
-// never read as an empty run.
-func ReadReport(r io.Reader) (*Report, error) {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("read report: %w", err)
-	}
-	return parseReport(b)
-}
-
-// ReadFile reads the report at path.
-func ReadFile(path string) (*Report, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read report: %w", err)
-	}
-	rep, err := parseReport(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return rep, nil
-}
-
-func parseReport(b []byte) (*Report, error) {
-	// A raw pass over the top level first: json.Unmarshal leaves a missing
-	// field at its zero value, and a report without "executions" or "pass"
-	// must not read as a run that passed on nothing.
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err != nil {
-		return nil, fmt.Errorf("decode report: %w", err)
-	}
-	if top == nil {
-		return nil, errors.New("decode report: not a JSON object")
-	}
-	for _, k := range []string{"pass", "executions"} {
-		if _, ok := top[k]; !ok {
-			return nil, fmt.Errorf("decode report: no %q field", k)
-		}
-	}
-	if bytes.Equal(bytes.TrimSpace(top["executions"]), []byte("null")) {
-		return nil, errors.New(`decode report: "executions" is null`)
-	}
-	var rep Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, fmt.Errorf("decode report: %w", err)
-	}
-	return &rep, nil
-}
-
-// StreamWriter appends executions to a results stream, one compact JSON
-// object per line. Every line is synced to disk before Append returns, and
-// the file is only ever appended to: a stream written by an earlier run (or
-// an earlier attempt of this one) is kept.
+// StreamWriter appends lines to a file of JSON lines: executions to a
+// results stream (Append), any line type to a live record (AppendLines),
+// one compact JSON object per line. Every batch is synced to disk before
+// its call returns, and the file is only ever appended to: lines written
+// by an earlier run (or an earlier attempt of this one) are kept.
 type StreamWriter struct {
 	mu   sync.Mutex
-	f    *os.File
+	f    streamFile
 	path string
+	// what names the file in errors: "results stream", "live record".
+	what string
+	// suspect is set when an Append failed after it may have written part
+	// of its line (a short write, a write error, a failed sync): the next
+	// Append first closes whatever line the file ends in.
+	suspect bool
+}
+
+// streamFile is what a StreamWriter needs of its file: an *os.File, or in
+// tests one whose writes fail.
+type streamFile interface {
+	io.Writer
+	io.ReaderAt
+	io.Closer
+	Stat() (os.FileInfo, error)
+	Sync() error
 }
 
 // OpenStream opens (or creates) the results stream at path for appending.
@@ -104,11 +67,21 @@ type StreamWriter struct {
 // newline is written first so the next line starts clean and the torn one
 // stays a single unparseable line.
 func OpenStream(path string) (*StreamWriter, error) {
+	return openLines(path, "results stream")
+}
+
+// OpenLive opens (or creates) a live record at path for appending, as
+// OpenStream opens a results stream: a torn last line is closed first.
+func OpenLive(path string) (*StreamWriter, error) {
+	return openLines(path, "live record")
+}
+
+func openLines(path, what string) (*StreamWriter, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("open results stream: %w", err)
+		return nil, fmt.Errorf("open %s: %w", what, err)
 	}
-	w := &StreamWriter{f: f, path: path}
+	w := &StreamWriter{f: f, path: path, what: what}
 	if err := w.closeTornLine(); err != nil {
 		f.Close()
 		return nil, err
@@ -119,44 +92,83 @@ func OpenStream(path string) (*StreamWriter, error) {
 func (w *StreamWriter) closeTornLine() error {
 	st, err := w.f.Stat()
 	if err != nil {
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
 	}
 	if st.Size() == 0 {
 		return nil
 	}
 	last := make([]byte, 1)
 	if _, err := w.f.ReadAt(last, st.Size()-1); err != nil {
-		return fmt.Errorf("results stream %s: read last byte: %w", w.path, err)
+		return fmt.Errorf("%s %s: read last byte: %w", w.what, w.path, err)
 	}
 	if last[0] == '\n' {
 		return nil
 	}
 	if _, err := w.f.Write([]byte{'\n'}); err != nil {
-		return fmt.Errorf("results stream %s: close torn line: %w", w.path, err)
+		return fmt.Errorf("%s %s: close torn line: %w", w.what, w.path, err)
 	}
 	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
 	}
 	return nil
 }
 
 // Append writes one execution as a line and syncs it. The line is written
-// with a single write call on a file opened with O_APPEND.
+// with a single write call on a file opened with O_APPEND. After an Append
+// that failed, the next one first ends the line the failure may have torn,
+// so its own line is whole and the fragment stays one bad line; if that
+// cannot be done either, it fails without writing.
 func (w *StreamWriter) Append(e Execution) error {
 	b, err := MarshalLine(e)
 	if err != nil {
 		return err
 	}
+	return w.write(b)
+}
+
+// AppendLines writes values as JSON lines, all of them with one write
+// call, and syncs once: a batch is on disk whole, or its failure leaves
+// at most one torn line that the next call closes, as Append does. A
+// value that cannot be encoded fails the batch before anything is
+// written.
+func (w *StreamWriter) AppendLines(lines ...any) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	var buf []byte
+	for _, l := range lines {
+		b, err := json.Marshal(l)
+		if err != nil {
+			return fmt.Errorf("%s %s: encode line: %w", w.what, w.path, err)
+		}
+		buf = append(append(buf, b...), '\n')
+	}
+	return w.write(buf)
+}
+
+// write appends b with one write call and syncs it.
+func (w *StreamWriter) write(b []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.f == nil {
-		return fmt.Errorf("results stream %s: closed", w.path)
+		return fmt.Errorf("%s %s: closed", w.what, w.path)
 	}
-	if _, err := w.f.Write(b); err != nil {
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+	if w.suspect {
+		if err := w.closeTornLine(); err != nil {
+			return err
+		}
+		w.suspect = false
 	}
-	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+	n, err := w.f.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		w.suspect = true
+		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
 	}
 	return nil
 }
@@ -171,7 +183,7 @@ func (w *StreamWriter) Close() error {
 	err := w.f.Close()
 	w.f = nil
 	if err != nil {
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
 	}
 	return nil
 }
@@ -184,56 +196,4 @@ func MarshalLine(e Execution) ([]byte, error) {
 		return nil, fmt.Errorf("encode execution %s: %w", e.Label, err)
 	}
 	return append(b, '\n'), nil
-}
-
-// ReadStream reads a results stream. It is tolerant by design: a stream is
-// read while it is written, and after a crash it may hold a torn line. Every
-// line that holds a JSON object with a label is returned in order; bad
-// counts the lines that do not parse (blank lines are not counted). The
-// error is only for a failing reader.
-func ReadStream(r io.Reader) (execs []Execution, bad int, err error) {
-	br := bufio.NewReader(r)
-	for {
-		line, rerr := br.ReadBytes('\n')
-		if t := bytes.TrimSpace(line); len(t) > 0 {
-			if e, ok := parseLine(t); ok {
-				execs = append(execs, e)
-			} else {
-				bad++
-			}
-		}
-		if rerr == io.EOF {
-			return execs, bad, nil
-		}
-		if rerr != nil {
-			return execs, bad, fmt.Errorf("read results stream: %w", rerr)
-		}
-	}
-}
-
-// ReadStreamFile reads the results stream at path.
-func ReadStreamFile(path string) (execs []Execution, bad int, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read results stream: %w", err)
-	}
-	defer f.Close()
-	return ReadStream(f)
-}
-
-func parseLine(b []byte) (Execution, bool) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(b, &top); err != nil || top == nil {
-		return Execution{}, false
-	}
-	// A line without a label cannot be attributed to a target; it is
-	// counted as bad rather than read as an anonymous execution.
-	if _, ok := top["label"]; !ok {
-		return Execution{}, false
-	}
-	var e Execution
-	if err := json.Unmarshal(b, &e); err != nil || e.Label == "" {
-		return Execution{}, false
-	}
-	return e, true
 }

@@ -2,14 +2,11 @@ package record
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func sample() Execution {
@@ -28,53 +25,6 @@ func sample() Execution {
 	}
 }
 
-func TestReadFieldReport(t *testing.T) {
-	rep, err := ReadFile("testdata/field.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Pass || len(rep.Executions) != 3 {
-		t.Fatalf("pass=%v executions=%d, want false and 3", rep.Pass, len(rep.Executions))
-	}
-	e := rep.Executions[0]
-	st := e.Results[0].Statistics
-	if got := st["benchmark_http_client.latency_2xx"].P999; got != 3200000 {
-		t.Errorf("p99.9 = %v, want 3200000", got)
-	}
-	if got := st["benchmark_http_client.response_body_size"].Unit; got != "raw" {
-		t.Errorf("response_body_size unit = %q, want raw", got)
-	}
-	if _, ok := st["sequencer.callback"]; !ok {
-		t.Error("sequencer.callback statistic dropped")
-	}
-	if e.Thresholds[1].Scope != "10.0.0.3:8443" && e.Thresholds[1].Scope != "10.0.0.2:8443" {
-		t.Errorf("scope = %q", e.Thresholds[1].Scope)
-	}
-	if !rep.Executions[1].NotRun || rep.Executions[2].Refused != RefusedExecutionCap ||
-		rep.Executions[2].BackendErrors[0].Refused != RefusedExecutionCap {
-		t.Errorf("not_run/refused not read: %+v", rep.Executions[1:])
-	}
-}
-
-func TestReadReportRejects(t *testing.T) {
-	for _, tc := range []struct{ name, in string }{
-		{"empty", ""},
-		{"array", "[]"},
-		{"null", "null"},
-		{"no executions", `{"pass": true}`},
-		{"no pass", `{"executions": []}`},
-		{"null executions", `{"pass": true, "executions": null}`},
-		{"truncated", `{"pass": true, "executions": [{"label": "a"`},
-		{"wrong type", `{"pass": "yes", "executions": []}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if rep, err := ReadReport(strings.NewReader(tc.in)); err == nil {
-				t.Errorf("ReadReport(%q) = %+v, want an error", tc.in, rep)
-			}
-		})
-	}
-}
-
 func TestWriteFileRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "report.json")
@@ -85,11 +35,11 @@ func TestWriteFileRoundTrip(t *testing.T) {
 	if err := WriteReport(path, want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := ReadFile(path)
+	src, err := ReadReportFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(want, got); d != "" {
+	if d := cmp.Diff(want, src.Report()); d != "" {
 		t.Errorf("round trip (-want +got):\n%s", d)
 	}
 	b, _ := os.ReadFile(path)
@@ -148,11 +98,11 @@ func TestStreamAppendAndRead(t *testing.T) {
 	if n := bytes.Count(raw, []byte("\n")); n != 2 {
 		t.Errorf("%d lines, want 2:\n%s", n, raw)
 	}
-	got, bad, err := ReadStreamFile(path)
-	if err != nil || bad != 0 {
-		t.Fatalf("ReadStreamFile: bad=%d err=%v", bad, err)
+	src, err := ReadStreamFile(path)
+	if err != nil || len(src.Skipped) != 0 {
+		t.Fatalf("ReadStreamFile: %+v, %v", src, err)
 	}
-	if d := cmp.Diff([]Execution{a, b}, got); d != "" {
+	if d := cmp.Diff([]Execution{a, b}, Plain(src.All)); d != "" {
 		t.Errorf("stream (-want +got):\n%s", d)
 	}
 	// Reopening appends; it never truncates.
@@ -164,9 +114,9 @@ func TestStreamAppendAndRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	got, _, _ = ReadStreamFile(path)
-	if len(got) != 3 {
-		t.Errorf("after reopen %d executions, want 3", len(got))
+	src, _ = ReadStreamFile(path)
+	if len(src.All) != 3 {
+		t.Errorf("after reopen %d executions, want 3", len(src.All))
 	}
 }
 
@@ -192,12 +142,13 @@ func TestStreamClosesTornLine(t *testing.T) {
 	if string(raw) != want {
 		t.Errorf("file:\n%s\nwant:\n%s", raw, want)
 	}
-	got, bad, err := ReadStreamFile(path)
+	src, err := ReadStreamFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bad != 1 || len(got) != 2 || got[1].Label != "mesh/after-crash" {
-		t.Errorf("read %d executions (%v), %d bad; want 2 and 1 bad", len(got), labels(got), bad)
+	got := Plain(src.All)
+	if len(src.Skipped) != 1 || len(got) != 2 || got[1].Label != "mesh/after-crash" {
+		t.Errorf("read %d executions (%v), skipped lines %v; want 2 and 1 skipped", len(got), labels(got), src.Skipped)
 	}
 }
 
@@ -216,119 +167,4 @@ func labels(es []Execution) []string {
 		s = append(s, e.Label)
 	}
 	return s
-}
-
-func TestReadStreamTolerates(t *testing.T) {
-	line := mustLine(t, sample())
-	for _, tc := range []struct {
-		name      string
-		in        string
-		n, bad    int
-		lastLabel string
-	}{
-		{"empty", "", 0, 0, ""},
-		{"one", line, 1, 0, "mesh/svc-1"},
-		{"no final newline", strings.TrimSuffix(line, "\n"), 1, 0, "mesh/svc-1"},
-		{"blank lines", "\n\n" + line + "\n  \n", 1, 0, "mesh/svc-1"},
-		{"torn tail", line + line[:20], 1, 1, "mesh/svc-1"},
-		{"garbage between", line + "}{\n" + line, 2, 1, "mesh/svc-1"},
-		{"object without label", `{"pass": true}` + "\n" + line, 1, 1, "mesh/svc-1"},
-		{"array", "[1,2]\n", 0, 1, ""},
-		{"wrong type", `{"label": 3}` + "\n", 0, 1, ""},
-		{"crlf", strings.TrimSuffix(line, "\n") + "\r\n", 1, 0, "mesh/svc-1"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, bad, err := ReadStream(strings.NewReader(tc.in))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != tc.n || bad != tc.bad {
-				t.Fatalf("got %d executions, %d bad; want %d, %d", len(got), bad, tc.n, tc.bad)
-			}
-			if tc.n > 0 && got[len(got)-1].Label != tc.lastLabel {
-				t.Errorf("last label %q, want %q", got[len(got)-1].Label, tc.lastLabel)
-			}
-		})
-	}
-}
-
-func TestReadStreamLongLine(t *testing.T) {
-	// Lines carry every statistic of every backend; they outgrow
-	// bufio.Scanner's default 64 KiB token without being unusual.
-	e := sample()
-	for i := 0; i < 2000; i++ {
-		e.Results = append(e.Results, e.Results[0])
-	}
-	line := mustLine(t, e)
-	if len(line) < 1<<16 {
-		t.Fatalf("line is only %d bytes", len(line))
-	}
-	got, bad, err := ReadStream(strings.NewReader(line + line))
-	if err != nil || bad != 0 || len(got) != 2 {
-		t.Fatalf("got %d, bad %d, err %v", len(got), bad, err)
-	}
-}
-
-func FuzzReadReport(f *testing.F) {
-	field, err := os.ReadFile("testdata/field.json")
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(field)
-	f.Add([]byte(`{"pass": true, "executions": []}`))
-	f.Add([]byte(`{"pass": true, "executions": null}`))
-	f.Add([]byte(`{"pass": 1}`))
-	f.Add([]byte(""))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		rep, err := ReadReport(bytes.NewReader(b))
-		if err != nil {
-			return
-		}
-		if rep.Executions == nil {
-			t.Fatalf("accepted a report without executions: %q", b)
-		}
-		// What was read writes back and reads again to the same value.
-		out, err := Marshal(rep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		again, err := ReadReport(bytes.NewReader(out))
-		if err != nil {
-			t.Fatalf("re-read: %v\n%s", err, out)
-		}
-		if d := cmp.Diff(rep, again, cmpopts.EquateEmpty()); d != "" {
-			t.Fatalf("round trip:\n%s", d)
-		}
-	})
-}
-
-func FuzzReadStream(f *testing.F) {
-	line, _ := MarshalLine(sample())
-	f.Add(line)
-	f.Add(append(append([]byte{}, line...), line[:30]...))
-	f.Add([]byte("\n\n{\"label\":\"x\"}\n{"))
-	f.Add([]byte(`{"label":"a","results":[{"counters":null}]}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, bad, err := ReadStream(bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		nonBlank := 0
-		for _, l := range bytes.Split(b, []byte("\n")) {
-			if len(bytes.TrimSpace(l)) > 0 {
-				nonBlank++
-			}
-		}
-		if len(got)+bad != nonBlank {
-			t.Fatalf("%d executions + %d bad != %d non-blank lines", len(got), bad, nonBlank)
-		}
-		for _, e := range got {
-			if e.Label == "" {
-				t.Fatal("execution without a label")
-			}
-			if _, err := json.Marshal(e); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
 }

@@ -58,3 +58,26 @@ func KindOf(be BackendError) Kind {
 	}
 	return ""
 }
+
+// refusalWords is how a report from before the "refused" mark worded an
+// execution refused at an engine's cap of concurrent executions.
+const refusalWords = "refused a start because the engine is at"
+
+// ExecutionRefused says an execution was refused at an engine's cap of
+// concurrent executions: by its refused mark, or, in a report from before
+// the mark existed, by the words of its error.
+func ExecutionRefused(e Execution) bool {
+	if e.Refused != "" {
+		return e.Refused == RefusedExecutionCap
+	}
+	return strings.Contains(e.Error, refusalWords)
+}
+
+// BackendRefused says a backend error of the execution is an engine's
+// refusal at its cap, not a failure of the backend: by its kind (KindOf),
+// or, in a report from before the refused mark existed, because the
+// execution was refused (every backend error of a refused execution was a
+// refusal then).
+func BackendRefused(e Execution, be BackendError) bool {
+	return KindOf(be) == KindRefused || (e.Refused == "" && ExecutionRefused(e))
+}

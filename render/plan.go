@@ -87,8 +87,13 @@ type Options struct {
 	// StallBudget is how long a stalled connection may hold the largest
 	// share's requests before they overflow.
 	StallBudget time.Duration
-	// FloorPct is the 2xx rate floor, in percent of the smallest share.
+	// FloorPct is the 2xx rate floor, in percent of the smallest share (or,
+	// with PerTargetFloors, of each target's own).
 	FloorPct float64
+	// PerTargetFloors writes each target its own 2xx rate floor, FloorPct %
+	// of its share × the backends, as a threshold of the target, instead of
+	// one scenario floor from the smallest share (the bash renderer's).
+	PerTargetFloors bool
 }
 
 // DefaultOptions returns the defaults: 60 rps per node, concurrency 1, a
@@ -208,8 +213,12 @@ type Rendered struct {
 	Duration time.Duration
 	// MaxPending is the max_pending_requests written, 0 for none.
 	MaxPending int
-	// Floor is the 2xx rate floor as written in the threshold.
+	// Floor is the scenario's 2xx rate floor as written in its threshold,
+	// from the smallest share; empty with PerTargetFloors.
 	Floor string
+	// Floors are the targets' own 2xx rate floors as written, in file
+	// order, with PerTargetFloors; nil without.
+	Floors []string
 }
 
 // Render validates the options, splits the rate and renders the v1 plan.
@@ -233,8 +242,14 @@ func Render(o Options) (*Rendered, error) {
 	if r.MaxPending == AutoMaxPending {
 		r.MaxPending = MaxPendingFor(maxInt(rps), o.Concurrency, o.StallBudget)
 	}
-	r.Floor, err = FloorFor(minInt(rps), r.Backends, o.FloorPct)
-	if err != nil {
+	if o.PerTargetFloors {
+		r.Floors = make([]string, len(rps))
+		for i, share := range rps {
+			if r.Floors[i], err = FloorFor(share, r.Backends, o.FloorPct); err != nil {
+				return nil, err
+			}
+		}
+	} else if r.Floor, err = FloorFor(minInt(rps), r.Backends, o.FloorPct); err != nil {
 		return nil, err
 	}
 	r.YAML = r.plan(o)
@@ -250,17 +265,18 @@ func MaxPendingFor(share, concurrency int, budget time.Duration) int {
 	return int((num + den - 1) / den)
 }
 
-// FloorFor is the 2xx rate floor of the pool: pct % of the smallest share on
-// each of backends nodes. Rate thresholds are judged on pool totals, and a
-// scenario's thresholds apply to all its targets alike, so the floor is
-// written for the smallest. It is computed exactly and printed in its
-// shortest decimal form (0.99 × 3 × 2 is "5.94").
-func FloorFor(smallest, backends int, pct float64) (string, error) {
+// FloorFor is the 2xx rate floor of the pool for a share: pct % of share on
+// each of backends nodes. Rate thresholds are judged on pool totals. A
+// scenario's thresholds apply to all its targets alike, so a scenario floor
+// is written for the smallest share; a target's own floor for its share. It
+// is computed exactly and printed in its shortest decimal form (0.99 × 3 × 2
+// is "5.94").
+func FloorFor(share, backends int, pct float64) (string, error) {
 	p, ok := new(big.Rat).SetString(strconv.FormatFloat(pct, 'f', -1, 64))
 	if !ok || p.Sign() <= 0 {
 		return "", fmt.Errorf("floor percent %v is not a positive number", pct)
 	}
-	f := new(big.Rat).Mul(p, big.NewRat(int64(smallest)*int64(backends), 100))
+	f := new(big.Rat).Mul(p, big.NewRat(int64(share)*int64(backends), 100))
 	// pct is a terminating decimal, so f has at most a few more digits than
 	// pct; 40 digits is exact for every float64 FormatFloat prints in 'f'.
 	s := f.FloatString(40)
@@ -292,8 +308,14 @@ func (r *Rendered) plan(o Options) []byte {
 	default:
 		p("# max_pending_requests %d as asked.\n", r.MaxPending)
 	}
-	p("# 2xx rate floor %s = %s%% of the smallest share (%d rps) x %s.\n",
-		r.Floor, strconv.FormatFloat(o.FloorPct, 'f', -1, 64), minInt(rps), plural(r.Backends, "backend"))
+	pct := strconv.FormatFloat(o.FloorPct, 'f', -1, 64)
+	if o.PerTargetFloors {
+		p("# 2xx rate floor of each target = %s%% of its own share x %s, on the target.\n",
+			pct, plural(r.Backends, "backend"))
+	} else {
+		p("# 2xx rate floor %s = %s%% of the smallest share (%d rps) x %s.\n",
+			r.Floor, pct, minInt(rps), plural(r.Backends, "backend"))
+	}
 	p("version: v1\n")
 	p("pools:\n")
 	p("  - name: %s\n", PoolName)
@@ -323,16 +345,25 @@ func (r *Rendered) plan(o Options) []byte {
 	}
 	p("    # weight is each target's rps per node; they add up to the rate.\n")
 	p("    targets:\n")
-	for _, s := range r.Shares {
-		p("      - {name: %s, url: %s, weight: %d}\n", scalar(s.Name), quote(s.URL), s.RPS)
+	for i, s := range r.Shares {
+		own := ""
+		if r.Floors != nil {
+			own = fmt.Sprintf(", thresholds: [%s]", quote(floorExpr(r.Floors[i])))
+		}
+		p("      - {name: %s, url: %s, weight: %d%s}\n", scalar(s.Name), quote(s.URL), s.RPS, own)
 	}
 	p("    thresholds:\n")
 	for _, c := range ZeroThresholds {
 		p("      - %s\n", quote("counter:"+c+" == 0"))
 	}
-	p("      - %s\n", quote("rate:"+record.HTTP2xx+" >= "+r.Floor))
+	if r.Floors == nil {
+		p("      - %s\n", quote(floorExpr(r.Floor)))
+	}
 	return []byte(b.String())
 }
+
+// floorExpr is the threshold of a 2xx rate floor.
+func floorExpr(floor string) string { return "rate:" + record.HTTP2xx + " >= " + floor }
 
 func (r *Rendered) rps() []int {
 	rps := make([]int, len(r.Shares))

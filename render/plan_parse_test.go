@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,17 @@ func TestGoldenPlansParse(t *testing.T) {
 					if got != want {
 						t.Errorf("%s on %s: %d requests planned, want %d (weight x seconds)", e.Label, addr, got, want)
 					}
+				}
+				// Every execution is judged by one 2xx floor: the
+				// scenario's or, with per-target floors, its own.
+				floors := 0
+				for _, th := range e.Thresholds {
+					if strings.HasPrefix(th.Expr, "rate:benchmark.http_2xx >= ") {
+						floors++
+					}
+				}
+				if floors != 1 || len(e.Thresholds) != len(render.ZeroThresholds)+1 {
+					t.Errorf("%s: judged by %d 2xx floors among %d thresholds, want 1 among %d", e.Label, floors, len(e.Thresholds), len(render.ZeroThresholds)+1)
 				}
 			}
 		})

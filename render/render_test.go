@@ -2,6 +2,7 @@ package render
 
 import (
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 func targetsOf(weights ...int) []Target {
@@ -84,6 +87,11 @@ func TestNearestIsNearest(t *testing.T) {
 				}
 				if !errors.As(err, &se) {
 					t.Fatalf("%v at %d/%d: error %v is no *ShareError", weights, rate, conc, err)
+				}
+				// The refusal is the calculator's, worded for a targets file.
+				var rse *record.ShareError
+				if !errors.As(err, &rse) || rse.Rate != uint64(rate) || rse.Unit != uint64(conc) {
+					t.Fatalf("%v at %d/%d: error %v does not carry the calculator's (%+v)", weights, rate, conc, err, rse)
 				}
 				below, above := 0, 0
 				for r := rate - 1; r >= 1; r-- {
@@ -316,13 +324,16 @@ type renderedPlan struct {
 			Backend       string `yaml:"backend"`
 			FlushInterval string `yaml:"flush_interval"`
 		} `yaml:"stats"`
-		Targets []struct {
-			Name   string `yaml:"name"`
-			URL    string `yaml:"url"`
-			Weight int    `yaml:"weight"`
-		} `yaml:"targets"`
-		Thresholds []string `yaml:"thresholds"`
+		Targets    []renderedTarget `yaml:"targets"`
+		Thresholds []string         `yaml:"thresholds"`
 	} `yaml:"scenarios"`
+}
+
+type renderedTarget struct {
+	Name       string   `yaml:"name"`
+	URL        string   `yaml:"url"`
+	Weight     int      `yaml:"weight"`
+	Thresholds []string `yaml:"thresholds"`
 }
 
 func TestGoldenPlansDecode(t *testing.T) {
@@ -362,10 +373,49 @@ func TestGoldenPlansDecode(t *testing.T) {
 			if total != s.Executor.Rate {
 				t.Errorf("weights add up to %d, not the rate %d", total, s.Executor.Rate)
 			}
-			if len(s.Thresholds) != len(ZeroThresholds)+1 || !strings.HasPrefix(s.Thresholds[len(s.Thresholds)-1], "rate:benchmark.http_2xx >= ") {
-				t.Errorf("thresholds %q", s.Thresholds)
-			}
+			checkFloors(t, s.Thresholds, s.Targets)
 		})
+	}
+}
+
+// checkFloors holds the two ways a rendered plan floors the 2xx rate: one
+// scenario floor after the zero thresholds and none on the targets, or
+// none on the scenario and one on every target, proportional to its share
+// (pct % of the share times the backends: the same ratio for each).
+func checkFloors(t *testing.T, thresholds []string, targets []renderedTarget) {
+	t.Helper()
+	const prefix = "rate:benchmark.http_2xx >= "
+	own := 0
+	var ratio *big.Rat
+	for _, tt := range targets {
+		if len(tt.Thresholds) == 0 {
+			continue
+		}
+		own++
+		floor, ok := strings.CutPrefix(tt.Thresholds[0], prefix)
+		f, okf := new(big.Rat).SetString(floor)
+		if len(tt.Thresholds) != 1 || !ok || !okf {
+			t.Errorf("target %s thresholds %q, want one 2xx floor", tt.Name, tt.Thresholds)
+			continue
+		}
+		r := new(big.Rat).Quo(f, big.NewRat(int64(tt.Weight), 1))
+		if ratio == nil {
+			ratio = r
+		} else if r.Cmp(ratio) != 0 {
+			t.Errorf("target %s: floor %s is %s per rps of its share, others %s", tt.Name, floor, r.FloatString(6), ratio.FloatString(6))
+		}
+	}
+	zero := len(thresholds) >= len(ZeroThresholds)
+	for i := 0; zero && i < len(ZeroThresholds); i++ {
+		zero = thresholds[i] == "counter:"+ZeroThresholds[i]+" == 0"
+	}
+	switch {
+	case !zero:
+		t.Errorf("thresholds %q do not start with the zero thresholds", thresholds)
+	case own == 0 && (len(thresholds) != len(ZeroThresholds)+1 || !strings.HasPrefix(thresholds[len(thresholds)-1], prefix)):
+		t.Errorf("thresholds %q, want the zero thresholds and one 2xx floor", thresholds)
+	case own != 0 && (own != len(targets) || len(thresholds) != len(ZeroThresholds)):
+		t.Errorf("%d of %d targets have a floor, scenario thresholds %q: want every target its own and no scenario floor", own, len(targets), thresholds)
 	}
 }
 
@@ -386,5 +436,29 @@ func TestRenderLibrary(t *testing.T) {
 	}
 	if !strings.Contains(string(r.YAML), "duration: 20s,") {
 		t.Errorf("duration override missing:\n%s", r.YAML)
+	}
+}
+
+func TestRenderPerTargetFloors(t *testing.T) {
+	ts, err := ReadTargets(soakTargets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	o.Profile, o.Targets, o.DNS, o.Backends = "e2e", ts, "engines:8443", 2
+	for _, per := range []bool{false, true} {
+		o.PerTargetFloors = per
+		r, err := Render(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantFloor, wantFloors := "5.94", []string(nil)
+		if per {
+			// 99 % of 9 rps and of 3 rps, on each of two nodes.
+			wantFloor, wantFloors = "", []string{"17.82", "17.82", "17.82", "17.82", "17.82", "17.82", "5.94", "5.94"}
+		}
+		if r.Floor != wantFloor || !cmp.Equal(r.Floors, wantFloors) {
+			t.Errorf("per-target %v: floor %q, floors %q; want %q, %q", per, r.Floor, r.Floors, wantFloor, wantFloors)
+		}
 	}
 }

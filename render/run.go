@@ -9,7 +9,10 @@
 //
 // The rendered plan has one pool of the engines (`nodes`), one scenario
 // (`mesh`) running every target at once with a constant, open-loop rate per
-// backend, the zero-failure thresholds and a 2xx rate floor.
+// backend, the zero-failure thresholds and a 2xx rate floor: by default one
+// on the scenario, from the smallest share, as the bash renderer writes it;
+// with PerTargetFloors (--per-target-floors) one on every target, from its
+// own share, which is what the harness renders.
 package render
 
 import (
@@ -18,13 +21,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 )
 
 const usage = `Usage:
@@ -33,7 +35,7 @@ const usage = `Usage:
                      (--dns HOST:PORT --backends N | --services A,B,...)
                      [--duration D] [--rate 60] [--concurrency 1]
                      [--statsd IP:PORT] [--max-pending N] [--stall-budget 2s]
-                     [--floor-pct 99] [-o FILE]
+                     [--floor-pct 99] [--per-target-floors] [-o FILE]
 
 sortie-plan splits a per-node rate over the targets of a targets file and
 renders the soak's v1 plan. Run "sortie-plan shares --help" or
@@ -117,7 +119,12 @@ rps per node; "User-Agent: sortie-soak"; thresholds
 "counter:benchmark.<class> == 0" for http_4xx, http_5xx, stream_resets,
 pool_connection_failure, pool_failure_timeout, pool_overflow and
 http_inflight_lost, and "rate:benchmark.http_2xx >= F" where F is
-floor-pct % of the smallest share times the backends.
+floor-pct % of the smallest share times the backends: one floor for every
+target, as the bash renderer writes it. With --per-target-floors each target
+carries its own floor instead, floor-pct % of its own share times the
+backends, as a threshold of the target ({name, url, weight, thresholds}), so
+a heavier target that loses requests fails its own floor rather than passing
+the smallest target's.
 
 max_pending_requests = ceil(largest share / concurrency x stall budget);
 --max-pending N writes N instead, and 0 leaves the field out (the engine's
@@ -144,7 +151,8 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	maxPending := optionalInt{}
 	fs.Var(&maxPending, "max-pending", "max_pending_requests `N`; 0 leaves it out (default: computed from --stall-budget)")
 	fs.DurationVar(&o.StallBudget, "stall-budget", o.StallBudget, "how long a stalled connection's requests may queue")
-	fs.Float64Var(&o.FloorPct, "floor-pct", o.FloorPct, "2xx rate floor in percent of the smallest share")
+	fs.Float64Var(&o.FloorPct, "floor-pct", o.FloorPct, "2xx rate floor in percent of the smallest share (of each target's own with --per-target-floors)")
+	fs.BoolVar(&o.PerTargetFloors, "per-target-floors", o.PerTargetFloors, "write each target its own 2xx rate floor (floor-pct % of its share x the backends) instead of one scenario floor from the smallest share")
 	out := fs.String("o", "", "write the plan to `FILE` instead of stdout")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), renderHelp); fs.PrintDefaults() }
 	if done, err := parseFlags(fs, args); done {
@@ -188,8 +196,9 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 		_, err := stdout.Write(r.YAML)
 		return err
 	}
-	if err := writeFileAtomic(*out, r.YAML); err != nil {
-		return cli.Fail(err)
+	// The plan is a file the user keeps: written atomically and durably.
+	if err := record.WriteFile(*out, r.YAML, 0o644); err != nil {
+		return cli.Fail(fmt.Errorf("write plan: %w", err))
 	}
 	return nil
 }
@@ -237,33 +246,5 @@ func (o *optionalInt) Set(s string) error {
 		return fmt.Errorf("want a non-negative integer, got %q", s)
 	}
 	o.n, o.set = n, true
-	return nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, so a reader never sees half a plan.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write plan: %w", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write plan %s: %w", path, err)
-	}
 	return nil
 }

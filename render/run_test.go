@@ -42,6 +42,8 @@ var runCases = []runCase{
 	{"render-max-pending-explicit", []string{"render", "--profile", "local", "--targets", soakTargets, "--services", "127.0.0.11:8443", "--max-pending", "7"}, 0},
 	{"render-concurrency-3", []string{"render", "--profile", "e2e", "--targets", soakTargets, "--backends", "2", "--dns", kubeDNS, "--rate", "120", "--concurrency", "3", "--stall-budget", "1500ms", "--floor-pct", "99.5"}, 0},
 	{"render-yaml-names", []string{"render", "--profile", "local", "--targets", "testdata/targets/yaml-names.txt", "--services", "127.0.0.11:8443", "--rate", "4"}, 0},
+	{"render-per-target-floors", []string{"render", "--profile", "e2e", "--targets", soakTargets, "--backends", "2", "--dns", kubeDNS, "--per-target-floors"}, 0},
+	{"render-per-target-floors-local", []string{"render", "--profile", "local", "--targets", soakTargets, "--services", "127.0.0.11:8443,127.0.0.12:8443,127.0.0.13:8443", "--rate", "120", "--concurrency", "3", "--floor-pct", "99.5", "--per-target-floors"}, 0},
 	{"render-sixteen", []string{"render", "--profile", "local", "--targets", "testdata/targets/sixteen.txt", "--services", "127.0.0.11:8443,127.0.0.12:8443", "--rate", "32", "--floor-pct", "100"}, 0},
 	// Share tables.
 	{"shares-default", []string{"shares", "--targets", soakTargets}, 0},
@@ -133,7 +135,7 @@ func TestRunHelp(t *testing.T) {
 		if args[0] == "render" {
 			// Every flag is documented.
 			for _, f := range []string{"profile", "targets", "backends", "dns", "services", "duration", "rate",
-				"concurrency", "statsd", "max-pending", "stall-budget", "floor-pct", "o FILE"} {
+				"concurrency", "statsd", "max-pending", "stall-budget", "floor-pct", "per-target-floors", "o FILE"} {
 				if !strings.Contains(help, "-"+f) {
 					t.Errorf("render --help does not list -%s", f)
 				}

@@ -1,10 +1,13 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 // MaxRate bounds the per-node rate the renderer accepts, so that the share
@@ -35,6 +38,16 @@ type ShareError struct {
 	// Nearest are the nearest rates below and above Rate whose split is
 	// exact, with their splits (one or two entries).
 	Nearest []Split
+
+	split *record.ShareError
+}
+
+// Unwrap returns the calculator's refusal, which carries the exact step.
+func (e *ShareError) Unwrap() error {
+	if e.split == nil {
+		return nil
+	}
+	return e.split
 }
 
 // Split is a rate and the shares it splits into.
@@ -66,7 +79,8 @@ func (e *ShareError) Error() string {
 // ComputeShares splits rate (requests per second per node) over the targets
 // by weight. Every share must be whole and a multiple of concurrency, or the
 // split is refused with a *ShareError: the engine would otherwise round, and
-// the shares would no longer add up to the rate (principle 3).
+// the shares would no longer add up to the rate (principle 3). The
+// arithmetic is record.Shares; this words its refusal for a targets file.
 func ComputeShares(targets []Target, rate, concurrency int) ([]Share, error) {
 	if rate < 1 || rate > MaxRate {
 		return nil, fmt.Errorf("rate %d must be 1 to %d", rate, MaxRate)
@@ -77,62 +91,54 @@ func ComputeShares(targets []Target, rate, concurrency int) ([]Share, error) {
 	if len(targets) == 0 {
 		return nil, fmt.Errorf("no targets")
 	}
-	weights := make([]int, len(targets))
+	weights := make([]uint64, len(targets))
 	for i, t := range targets {
 		if t.Weight < 1 || t.Weight > maxWeight {
 			return nil, fmt.Errorf("target %q: weight %d must be 1 to %d", t.Name, t.Weight, maxWeight)
 		}
-		weights[i] = t.Weight
+		weights[i] = uint64(t.Weight)
 	}
-	total := sum(weights)
+	rps, err := record.Shares(uint64(rate), weights, uint64(concurrency))
+	if err != nil {
+		var se *record.ShareError
+		if errors.As(err, &se) {
+			return nil, shareError(targets, concurrency, se)
+		}
+		return nil, err
+	}
 	shares := make([]Share, len(targets))
 	for i, t := range targets {
-		num := rate * t.Weight
-		problem := ""
-		switch {
-		case num%total != 0:
-			problem = fmt.Sprintf("would get %d x %d/%d = %s rps", rate, t.Weight, total,
-				strconv.FormatFloat(float64(num)/float64(total), 'f', 3, 64))
-		case (num/total)%concurrency != 0:
-			problem = fmt.Sprintf("would get %d rps, not a multiple of concurrency %d", num/total, concurrency)
-		}
-		if problem != "" {
-			return nil, &ShareError{
-				Rate: rate, Concurrency: concurrency, Weights: weights,
-				Target: t.Name, Problem: problem,
-				Nearest: nearest(weights, rate, concurrency),
-			}
-		}
-		shares[i] = Share{Target: t, RPS: num / total}
+		shares[i] = Share{Target: t, RPS: int(rps[i])}
 	}
 	return shares, nil
 }
 
-// nearest returns the nearest rates below and above rate that split exactly.
-// A share rate·w/S is a whole multiple of c for every w exactly when rate is
-// a multiple of c·S / gcd(c·S, gcd(weights)).
-func nearest(weights []int, rate, concurrency int) []Split {
-	g := 0
-	for _, w := range weights {
-		g = gcd(g, w)
+// shareError words a refused split: the first target that does not get a
+// whole multiple of the concurrency, and the nearest rates that split that
+// the renderer accepts.
+func shareError(targets []Target, concurrency int, se *record.ShareError) *ShareError {
+	e := &ShareError{Rate: int(se.Rate), Concurrency: concurrency, Target: targets[se.First].Name, split: se}
+	for _, w := range se.Weights {
+		e.Weights = append(e.Weights, int(w))
 	}
-	cs := concurrency * sum(weights)
-	step := cs / gcd(cs, g)
-	var out []Split
-	split := func(r int) Split {
-		s := Split{Rate: r}
-		for _, w := range weights {
-			s.Shares = append(s.Shares, r*w/sum(weights))
+	w, total := e.Weights[se.First], sum(e.Weights)
+	if se.Whole {
+		e.Problem = fmt.Sprintf("would get %d rps, not a multiple of concurrency %d", e.Rate*w/total, concurrency)
+	} else {
+		e.Problem = fmt.Sprintf("would get %d x %d/%d = %s rps", e.Rate, w, total,
+			strconv.FormatFloat(float64(e.Rate*w)/float64(total), 'f', 3, 64))
+	}
+	for _, s := range []*record.Split{se.Below, se.Above} {
+		if s == nil || s.Rate > MaxRate {
+			continue
 		}
-		return s
+		sp := Split{Rate: int(s.Rate)}
+		for _, x := range s.Shares {
+			sp.Shares = append(sp.Shares, int(x))
+		}
+		e.Nearest = append(e.Nearest, sp)
 	}
-	if below := rate / step * step; below > 0 {
-		out = append(out, split(below))
-	}
-	if above := (rate/step + 1) * step; above <= MaxRate {
-		out = append(out, split(above))
-	}
-	return out
+	return e
 }
 
 // SplitString writes shares compactly, grouping equal shares in order of
@@ -163,13 +169,6 @@ func WriteShares(w io.Writer, shares []Share) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-func gcd(a, b int) int {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }
 
 func sum(xs []int) int {

@@ -12,9 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/internal/clock"
 	"github.com/sortie-soak/sortie/record"
@@ -27,7 +24,8 @@ Waits for a sortie run's Job to end, then saves its verdict into RUNDIR before
 anything is torn down: the Job, the driver pod and its log, every engine's
 log, the results stream and the report (copied off the report PVC through a
 short-lived, hardened reader pod that prints the file to its log), and SAVED
-last, only when the report parsed. Teardown refuses to run without SAVED.
+last, only when the report parsed (read as sortie-gate reads it: a report
+the gate would refuse is not saved). Teardown refuses to run without SAVED.
 Run it again at any time: a good copy saved earlier is never replaced by a
 worse one.
 
@@ -35,8 +33,10 @@ Flags:
 `
 
 const usageTail = `
-RUNDIR/run.env holds KEY=VALUE lines (blank lines and # comments ignored; an
-optional "export " prefix; a value may sit in one pair of quotes; unknown
+RUNDIR/run.env holds KEY=VALUE lines (at most 1 MiB; blank lines and #
+comments ignored; an optional "export " prefix; white space around a key or
+value dropped; a value may sit in one pair of matching quotes, taken
+literally, no escapes, no inline comments; the last of a key wins; unknown
 keys are ignored):
 %s
 Lines on stdout (logs go to stderr):
@@ -45,9 +45,11 @@ Lines on stdout (logs go to stderr):
       PLANNED_DURATION while the Job is active, then at most once every
       --overdue-every while it stays active.
   SORTIE_SAVED dir=<dir> job=<complete|failed|gone> executions=<n> pass=<true|false> not_run=<n> window=<first started_at>..<last ended_at> stream_executions=<n> stream_skipped=<n> passed=<n>
-      the report parsed and SAVED is written; pass is the report's verdict,
-      passed the executions that passed, stream_skipped the stream's lines
-      that do not parse; "?" stands for a time no execution has.
+      the report parsed and SAVED is written; pass is the report's verdict
+      (false when it has none), passed the executions that passed,
+      stream_executions the stream's execution lines (every run it holds)
+      and stream_skipped its lines that do not parse, both 0 for a stream
+      sortie-gate would not grade; "?" stands for a time no execution has.
   SORTIE_SAVE_FAILED no report (<why>), but the results stream IS saved: <n> execution(s) ...; grade it with sortie-gate --stream <dir>/results.jsonl; ...
   SORTIE_SAVE_FAILED no report (<why>) and no results stream (<why>); ...
   SORTIE_SAVE_INCOMPLETE job/<name> is still running <N>s past its planned end: gave up waiting; ...
@@ -57,7 +59,8 @@ Files in RUNDIR: job.json, sortie-pod.json, sortie.log (sortie-<pod>.log for
 earlier attempts), engine-<pod>.log (and engine-<pod>.previous.log after a
 restart; a log that broke off is kept as <file>.partial), engines-end.tsv
 (podIP, node, pod, restarts; tab-separated, sorted), results.jsonl (the
-results stream), report.json, times.tsv (label, started_at, ended_at,
+results stream), live.jsonl (the live record, when run.env names LIVE),
+report.json, times.tsv (label, started_at, ended_at,
 elapsed_ms, backend, backend started_at, pass|fail|not_run; tab-separated,
 "-" for a missing value), SAVED (the time it was written).
 
@@ -138,10 +141,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := c.opts.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	cs, err := clientset(c.kubeconfig, env.Context)
+	cs, logs, err := clients(c.kubeconfig, env.Context)
 	if err != nil {
 		return cli.Usage(err)
 	}
+	c.opts.Logs = logs
 	c.opts.Out = stdout
 	c.opts.Log = slog.New(slog.NewTextHandler(stderr, nil))
 	res, err := Save(ctx, cs, clock.Real{}, c.opts)
@@ -178,23 +182,6 @@ func readRunEnv(dir string) (RunEnv, error) {
 	return ParseRunEnv(f)
 }
 
-// clientset builds a client from a kubeconfig the way kubectl finds it.
-func clientset(kubeconfig, context string) (kubernetes.Interface, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	cfg.UserAgent = "sortie-save"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return cs, nil
-}
-
 // printTimes prints times.tsv of a report, else of a results stream.
 func printTimes(path string, stdout io.Writer) error {
 	b, err := os.ReadFile(path)
@@ -209,16 +196,16 @@ func printTimes(path string, stdout io.Writer) error {
 	return err
 }
 
-// timesInput reads a whole report or, failing that, a results stream with
-// at least one execution.
+// timesInput reads a whole report or, failing that, a results stream
+// (every execution line of it, earlier runs too).
 func timesInput(b []byte) ([]record.Execution, error) {
-	rep, rerr := record.ReadReport(bytes.NewReader(b))
+	src, rerr := record.ReadReport(bytes.NewReader(b))
 	if rerr == nil {
-		return rep.Executions, nil
+		return src.Report().Executions, nil
 	}
-	execs, _, err := record.ReadStream(bytes.NewReader(b))
-	if err == nil && len(execs) > 0 {
-		return execs, nil
+	src, err := record.ReadStream(bytes.NewReader(b))
+	if err == nil {
+		return record.Plain(src.All), nil
 	}
-	return nil, fmt.Errorf("neither a report (%v) nor a results stream with an execution", rerr)
+	return nil, fmt.Errorf("neither a report (%v) nor a results stream (%v)", rerr, err)
 }

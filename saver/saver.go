@@ -5,6 +5,11 @@
 // short-lived reader pod, and writes SAVED last, only when the report
 // parsed. Teardown refuses to run without SAVED.
 //
+// "Parsed" means read by the record's one reader (record.ReadReport), the
+// one the gate grades with: SAVED is never written for a report the gate
+// would refuse (an older format without started_at, garbage), and a
+// report the gate grades (the older stack's too) is always kept.
+//
 // The saver never replaces a good copy with a worse one: a copy is accepted
 // only when the reader pod Succeeded and its whole log was read, a report
 // must parse, and a results stream must extend the copy saved before (it is
@@ -146,7 +151,10 @@ type Result struct {
 	Window                     string
 	// StreamSaved is true when results.jsonl holds a copy of the stream
 	// (made now, or kept from an earlier save); StreamExecutions counts its
-	// execution lines and StreamSkipped the lines that do not parse.
+	// execution lines (of every run it holds) and StreamSkipped the lines
+	// that do not parse, both read as the gate reads them: both are 0 for
+	// a stream the gate would not grade (no execution line, an older
+	// format).
 	StreamSaved      bool
 	StreamExecutions int
 	StreamSkipped    int
@@ -227,6 +235,9 @@ func Save(ctx context.Context, cs kubernetes.Interface, clk clock.Clock, o Optio
 	if o.Env.Stream != "" {
 		steps = append(steps, step{"results stream", s.copyStream})
 	}
+	if o.Env.Live != "" {
+		steps = append(steps, step{"live record", s.copyLive})
+	}
 	if state != JobActive {
 		steps = append(steps, step{"report", s.copyReport})
 	}
@@ -254,8 +265,10 @@ func Save(ctx context.Context, cs kubernetes.Interface, clk clock.Clock, o Optio
 	return s.finish()
 }
 
-// stepBound is a real-time backstop for one step: each wait inside it is
-// already bounded on the clock; this catches an API call that hangs.
+// stepBound is a real-time backstop for one step, and for each look at the
+// Job while it runs: each wait inside a step is already bounded on the
+// clock, and each request by the client's timeout; this catches an API call
+// that hangs anyway.
 func (s *saver) stepBound() time.Duration {
 	return 2*(s.o.DeleteTimeout+s.o.ForceDeleteTimeout+s.o.CopyTimeout) + time.Minute
 }
@@ -268,7 +281,7 @@ func (s *saver) waitJob(ctx context.Context) (string, *batchv1.Job, error) {
 	var saidAt time.Time
 	said := false
 	for {
-		job, err := s.cs.BatchV1().Jobs(s.o.Env.Namespace).Get(ctx, s.o.Env.Job, metav1.GetOptions{})
+		job, err := s.getJob(ctx)
 		state := JobActive
 		switch {
 		case apierrors.IsNotFound(err):
@@ -304,6 +317,16 @@ func (s *saver) waitJob(ctx context.Context) (string, *batchv1.Job, error) {
 			return JobActive, last, fmt.Errorf("interrupted while waiting for job/%s to end: nothing saved", s.o.Env.Job)
 		}
 	}
+}
+
+// getJob reads the Job once. The wait for the Job lasts as long as the
+// run, but each look at it is bounded like a step (stepBound), so a request
+// the API server takes and never answers cannot outlast the give-up time.
+// A signal still ends it at once: the bound is on ctx, not detached.
+func (s *saver) getJob(ctx context.Context) (*batchv1.Job, error) {
+	gctx, cancel := context.WithTimeout(ctx, s.stepBound())
+	defer cancel()
+	return s.cs.BatchV1().Jobs(s.o.Env.Namespace).Get(gctx, s.o.Env.Job, metav1.GetOptions{})
 }
 
 // jobState reads the Job's terminal conditions. SuccessCriteriaMet and
@@ -450,15 +473,15 @@ func (s *saver) saveLog(ctx context.Context, pod, container string, previous boo
 	}
 	n, rerr := s.readLog(ctx, pod, container, previous, t)
 	if rerr == nil {
-		return t.Commit(name)
+		return t.Commit()
 	}
 	if n == 0 {
-		t.Discard()
+		t.Abort()
 		s.problem("log of pod/%s not saved: %v", pod, rerr)
 		return nil
 	}
 	s.problem("log of pod/%s broke off after %d bytes (%v): kept as %s.partial", pod, n, rerr, name)
-	return t.Commit(name + ".partial")
+	return t.CommitAs(filepath.Join(s.o.Dir, name+".partial"))
 }
 
 // readLog copies a whole log into w; an error means it is not whole.
@@ -486,10 +509,10 @@ func (s *saver) finish() (Result, error) {
 	reportPath := filepath.Join(dir, FileReport)
 	var rep *record.Report
 	if res.Job != JobActive {
-		r, err := readReportFile(reportPath)
+		src, err := readReportFile(reportPath)
 		switch {
 		case err == nil:
-			rep = r
+			rep = src.Report()
 			if !s.reportDone {
 				res.ReportKept = true
 				s.log.Warn("the report copy failed; the report.json saved earlier is kept", "why", s.reportWhy)
@@ -500,11 +523,17 @@ func (s *saver) finish() (Result, error) {
 	}
 	// The stream saved now, or one kept from an earlier save.
 	var streamExecs []record.Execution
+	var streamRefused error
 	streamConfigured := s.o.Env.Stream != ""
 	if streamConfigured {
-		if execs, bad, err := readStreamFile(filepath.Join(dir, FileStream)); err == nil {
-			res.StreamSaved = true
-			streamExecs, res.StreamExecutions, res.StreamSkipped = execs, len(execs), bad
+		src, saved, err := readStreamFile(filepath.Join(dir, FileStream))
+		res.StreamSaved = saved
+		switch {
+		case saved && err == nil:
+			streamExecs = record.Plain(src.All)
+			res.StreamExecutions, res.StreamSkipped = len(src.All), len(src.Skipped)
+		case saved:
+			streamRefused = err
 		}
 	}
 
@@ -562,8 +591,8 @@ func (s *saver) finish() (Result, error) {
 	}
 	streamWhy := "none configured"
 	switch {
-	case streamConfigured && res.StreamSaved:
-		streamWhy = "it holds no execution"
+	case streamConfigured && streamRefused != nil:
+		streamWhy = "results.jsonl is saved but holds nothing the gate grades: " + streamRefused.Error()
 	case streamConfigured && s.streamWhy != "":
 		streamWhy = s.streamWhy
 	case streamConfigured:

@@ -23,10 +23,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sortie-soak/sortie/internal/clock"
+	"github.com/sortie-soak/sortie/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -281,6 +283,11 @@ func (fx *fixture) options(out io.Writer) Options {
 // save runs Save while a goroutine moves the fake clock a second at a time
 // whenever Save sleeps, so nothing sleeps for real.
 func (fx *fixture) save(ctx context.Context, out io.Writer) (Result, error) {
+	return fx.saveWith(ctx, fx.cs, out)
+}
+
+// saveWith is save through cs, a client that wraps the fixture's.
+func (fx *fixture) saveWith(ctx context.Context, cs kubernetes.Interface, out io.Writer) (Result, error) {
 	tick, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -290,7 +297,7 @@ func (fx *fixture) save(ctx context.Context, out io.Writer) (Result, error) {
 			fx.clk.Advance(time.Second)
 		}
 	}()
-	res, err := Save(ctx, fx.cs, fx.clk, fx.options(out))
+	res, err := Save(ctx, cs, fx.clk, fx.options(out))
 	stop()
 	wg.Wait()
 	return res, err
@@ -453,6 +460,21 @@ func TestSave(t *testing.T) {
 			}
 		},
 	}, {
+		// A report of the older sortie + Nighthawk stack with a failing
+		// execution (failures[] as {backend, counters} objects) is saved
+		// like ours: the saver reads it as the gate does.
+		name: "older-stack-report",
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.fileLogs[reportPath] = logScript{data: readFixture(t, "older-stack-failing.json")}
+			return objs
+		},
+		saved: true,
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			if !strings.Contains(out, "SORTIE_SAVED dir="+fx.dir+" job=complete executions=2 pass=false not_run=0 ") || res.Passed != 1 {
+				t.Errorf("no SORTIE_SAVED line for both executions, one passed, in %q", out)
+			}
+		},
+	}, {
 		name: "stream-only-report-missing",
 		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
 			fx.readerStatus[reportPath] = []corev1.PodStatus{phase(corev1.PodRunning), failed(1)}
@@ -467,6 +489,24 @@ func TestSave(t *testing.T) {
 			}
 		},
 	}, {
+		// No report, and a stream of a release without started_at: the
+		// gate refuses it (exit 2), so the saver must not tell the user to
+		// grade it.
+		name: "stream-only-older-format",
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.readerStatus[reportPath] = []corev1.PodStatus{phase(corev1.PodRunning), failed(1)}
+			fx.fileLogs[reportPath] = logScript{data: []byte("cat: can't open '/report/runs/r1/report.json': No such file or directory\n")}
+			old := strings.ReplaceAll(string(goodStream), `"started_at":"2031-03-04T10:00:00.120Z",`, "")
+			fx.fileLogs[streamPath] = logScript{data: []byte(old)}
+			return objs
+		},
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			want := "and no results stream (results.jsonl is saved but holds nothing the gate grades: an older report format the gate does not grade (executions without started_at: steady/alpha, steady/beta)"
+			if !strings.Contains(out, want) || strings.Contains(out, "sortie-gate --stream") || !res.StreamSaved || res.StreamExecutions != 0 {
+				t.Errorf("want %q and no advice to grade the stream, got %q (%+v)", want, out, res)
+			}
+		},
+	}, {
 		name: "stream-only-report-unparseable",
 		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
 			// The reader Succeeded and its log was whole, but the file on
@@ -476,7 +516,7 @@ func TestSave(t *testing.T) {
 			return objs
 		},
 		check: func(t *testing.T, fx *fixture, res Result, out string) {
-			if !strings.Contains(out, "SORTIE_SAVE_FAILED no report (the copy (700 bytes) is not accepted: decode report") {
+			if !strings.Contains(out, "SORTIE_SAVE_FAILED no report (the copy (700 bytes) is not accepted: not a sortie JSON report") {
 				t.Errorf("got %q", out)
 			}
 		},
@@ -504,6 +544,35 @@ func TestSave(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(fx.dir, "sortie-engine-4fz9q.log")); err == nil {
 				t.Error("a broken engine log was saved as the log")
+			}
+		},
+	}, {
+		name: "live-record-copied",
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.env.Live = "runs/r1/results.live.jsonl"
+			fx.fileLogs[fx.env.Live] = logScript{data: []byte(`{"type":"head","run_id":"r1"}` + "\n" + `{"type":"bucket","label":"steady/alpha","backend":"10.0.1.5:8443","index":0}` + "\n")}
+			return objs
+		},
+		saved: true,
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			got, err := os.ReadFile(filepath.Join(fx.dir, FileLive))
+			if want := fx.fileLogs[fx.env.Live].data; err != nil || !bytes.Equal(got, want) {
+				t.Errorf("live.jsonl %q (%v), want the PVC's %q", got, err, want)
+			}
+		},
+	}, {
+		name:   "shorter-live-record-never-replaces-longer",
+		before: map[string][]byte{FileLive: []byte("{\"type\":\"head\"}\n{\"type\":\"bucket\"}\n")},
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.env.Live = "runs/r1/results.live.jsonl"
+			fx.fileLogs[fx.env.Live] = logScript{data: []byte("{\"type\":\"head\"}\n")}
+			return objs
+		},
+		saved: true,
+		keep:  []string{FileLive},
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			if !strings.Contains(out, "live record not copied") && !strings.Contains(strings.Join(res.Problems, " "), "live record not copied") {
+				t.Errorf("no problem names the live record copy that was refused: %q %+v", out, res)
 			}
 		},
 	}, {
@@ -709,7 +778,7 @@ func checkNoTemps(t *testing.T, dir string) {
 	t.Helper()
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if isTemp(e.Name()) {
+		if record.IsAtomicTemp(e.Name()) {
 			t.Errorf("temporary file %s left behind", e.Name())
 		}
 	}

@@ -58,7 +58,8 @@ type Execution struct {
 	// Ramp is the ramp included in Duration (ramping-rate only).
 	Ramp    time.Duration
 	Timeout time.Duration
-	// Thresholds are judged on this execution.
+	// Thresholds are judged on this execution: the scenario's and its
+	// target's own (Scenario.ThresholdsFor).
 	Thresholds []threshold.Threshold
 	// Requests holds the engine request per backend address. execution_id
 	// and start_time are left for the run to set.
@@ -117,7 +118,7 @@ func (p *Plan) Compile(backends map[string][]string) (*Compiled, error) {
 					Duration:   duration,
 					Ramp:       ramp,
 					Timeout:    s.Timeout,
-					Thresholds: s.Thresholds,
+					Thresholds: s.ThresholdsFor(t),
 					Requests:   make(map[string]*enginev1.ExecuteRequest, len(bs)),
 					Planned:    make(map[string]uint64, len(bs)),
 				}

@@ -389,9 +389,10 @@ type rawScenario struct {
 }
 
 type rawTarget struct {
-	at        loc
-	name, url val[string]
-	weight    val[int64]
+	at         loc
+	name, url  val[string]
+	weight     val[int64]
+	thresholds val[[]val[string]]
 }
 
 type rawTLS struct {
@@ -556,7 +557,7 @@ func (d *decoder) scenario(n *yaml.Node, path string) *rawScenario {
 	return s
 }
 
-var targetKeys = []string{"name", "url", "weight"}
+var targetKeys = []string{"name", "url", "weight", "thresholds"}
 
 func (d *decoder) target(n *yaml.Node, path string) *rawTarget {
 	n = d.resolve(n)
@@ -574,6 +575,8 @@ func (d *decoder) target(n *yaml.Node, path string) *rawTarget {
 			t.url = d.str(v, path+".url")
 		case "weight":
 			t.weight = d.integer(v, path+".weight")
+		case "thresholds":
+			t.thresholds = d.strs(v, path+".thresholds")
 		default:
 			d.unknown(f, path, targetKeys)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sortie-soak/sortie/driver/threshold"
 )
 
 // Describe writes what `sortie validate` prints: per scenario its pool and
@@ -131,18 +133,47 @@ func describeScenario(w io.Writer, cs CompiledScenario) {
 		tw.Flush()
 	}
 
-	if len(s.Thresholds) == 0 {
+	describeThresholds(w, s)
+}
+
+// describeThresholds lists the scenario's thresholds, then each target's
+// own with the scenario's it replaces for that target.
+func describeThresholds(w io.Writer, s *Scenario) {
+	own := false
+	for _, t := range s.Targets {
+		own = own || len(t.Thresholds) > 0
+	}
+	if len(s.Thresholds) == 0 && !own {
 		fmt.Fprintln(w, "  thresholds: none")
 		return
 	}
-	fmt.Fprintln(w, "  thresholds:")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, t := range s.Thresholds {
-		where := "on each backend"
+	where := func(t threshold.Threshold) string {
 		if t.Pool() {
-			where = "on the pool's totals"
+			return "on the pool's totals"
 		}
-		fmt.Fprintf(tw, "    %s\t%s\n", t.Expr, where)
+		return "on each backend"
+	}
+	if len(s.Thresholds) > 0 {
+		fmt.Fprintln(tw, "  thresholds:")
+		for _, t := range s.Thresholds {
+			fmt.Fprintf(tw, "    %s\t%s\n", t.Expr, where(t))
+		}
+	}
+	for _, tg := range s.Targets {
+		if len(tg.Thresholds) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "  thresholds of target %s:\n", tg.Name)
+		for _, t := range tg.Thresholds {
+			instead := ""
+			for _, st := range s.Thresholds {
+				if replacedBy(st, []threshold.Threshold{t}) {
+					instead += ", instead of " + st.Expr
+				}
+			}
+			fmt.Fprintf(tw, "    %s\t%s%s\n", t.Expr, where(t), instead)
+		}
 	}
 	tw.Flush()
 }

@@ -25,7 +25,7 @@
 //	scenarios:
 //	  - name: mesh                  # [A-Za-z0-9_-], unique
 //	    pool: nodes
-//	    target: http://svc/         # or targets: [{name, url, weight}]
+//	    target: http://svc/         # or targets: [{name, url, weight, thresholds}]
 //	    method: GET                 # default GET
 //	    headers: ["User-Agent: sortie"]
 //	    body: "..."                 # or body_file, relative to the plan
@@ -44,6 +44,27 @@
 //	      open_loop: false
 //	    thresholds: ["counter:benchmark.http_5xx == 0"]
 //	thresholds: [...] # added to every scenario's
+//
+// A target of targets may carry thresholds of its own, in the same
+// expressions as a scenario's, judged on that target's executions only:
+//
+//	targets:
+//	  - {name: svc-1, url: "http://svc-1/", weight: 9, thresholds: ["rate:benchmark.http_2xx >= 17.82"]}
+//	  - {name: uds-echo, url: "http://uds-echo/", weight: 3, thresholds: ["rate:benchmark.http_2xx >= 5.94"]}
+//
+// They are judged in addition to the scenario's thresholds (its own, the
+// defaults' and the plan's), except that a target threshold replaces, for
+// that target, every scenario threshold on the same value (the same kind
+// and counter, or statistic and field) that bounds it from a side the
+// target's bounds too: < and <= bound a value from above, > and >= from
+// below, == from both, and != replaces only !=. So a target's
+// "rate:benchmark.http_2xx >= 17.82" replaces the scenario's
+// "rate:benchmark.http_2xx >= 5.94", and "counter:benchmark.stream_resets
+// <= 3" the scenario's "counter:benchmark.stream_resets == 0"; every other
+// scenario threshold still applies. A weighted plan thus gives each target
+// the 2xx floor of its own share, where one scenario floor can only be the
+// smallest share's. A single target (target: url) has no thresholds of its
+// own: write them on the scenario.
 //
 // Durations are strings with a unit (30s, 15m, 8h30m); a bare number where a
 // duration belongs is an error. Within defaults, target/targets and
@@ -197,6 +218,10 @@ type Target struct {
 	Name   string
 	URL    string
 	Weight uint32
+	// Thresholds are the target's own, judged on its executions with the
+	// scenario's; each replaces the scenario's thresholds it bounds the
+	// same way (see ThresholdsFor).
+	Thresholds []threshold.Threshold
 }
 
 // Header is one request header.

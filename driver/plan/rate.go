@@ -9,16 +9,21 @@ package plan
 //
 // which is whole for every target exactly when R is a multiple of
 // (Σw / gcd(w)) × B × W: the weights divided by their common factor have no
-// common factor left, so no smaller step works. A worker at rate r for a
-// duration D sends r × D requests, whole when D is a multiple of
-// 1 s / gcd(r, 1e9 ns); a ramp over T sends r × T / 2. Everything is computed
-// in big integers: plans are outside input.
+// common factor left, so no smaller step works. That split is record.Shares,
+// the calculator the plan renderer uses too, with the unit B × W; this file
+// only words its refusals. A worker at rate r for a duration D sends r × D
+// requests, whole when D is a multiple of 1 s / gcd(r, 1e9 ns); a ramp over
+// T sends r × T / 2. Everything is computed in big integers: plans are
+// outside input.
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"strings"
 	"time"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 // splitErr is a refused split, at the value to change.
@@ -66,7 +71,7 @@ func (s *Scenario) split(n int) ([][]unit, []splitErr) {
 	var out [][]unit
 	var errs []splitErr
 	for _, sp := range specs {
-		rates, msg := splitRate(uint64(sp.rate), s.Targets, backends, uint64(s.Concurrency), s.Executor.PerBackend)
+		rates, msg := splitRate(uint64(sp.rate), s.Targets, backends, uint64(s.Concurrency))
 		if msg != "" {
 			errs = append(errs, splitErr{at: sp.rateAt, msg: msg})
 			continue
@@ -95,91 +100,108 @@ func (s *Scenario) split(n int) ([][]unit, []splitErr) {
 }
 
 // splitRate returns each target's worker rate, or why rate does not split
-// and the nearest rates that do.
-func splitRate(rate uint64, targets []Target, backends, workers uint64, perBackend bool) ([]uint64, string) {
-	weights := make([]*big.Int, len(targets))
-	sum, g := new(big.Int), new(big.Int)
+// and the nearest rates that do. The pool's (or, per backend, each
+// backend's) share of a target must be a whole multiple of backends ×
+// workers; record.Shares decides and finds the nearest rates, and this words
+// its refusal in the plan's terms: per backend, per target, per worker.
+func splitRate(rate uint64, targets []Target, backends, workers uint64) ([]uint64, string) {
+	weights := make([]uint64, len(targets))
 	for i, t := range targets {
-		weights[i] = big.NewInt(int64(t.Weight))
-		sum.Add(sum, weights[i])
-		g.GCD(nil, nil, g, weights[i])
+		weights[i] = uint64(t.Weight)
 	}
-	if g.Sign() == 0 {
-		return nil, "the weights add up to nothing"
-	}
-	b, w := new(big.Int).SetUint64(backends), new(big.Int).SetUint64(workers)
-	step := new(big.Int).Quo(sum, g)
-	step.Mul(step, b).Mul(step, w)
-	r := new(big.Int).SetUint64(rate)
-	if new(big.Int).Rem(r, step).Sign() == 0 {
-		out := make([]uint64, len(targets))
-		den := new(big.Int).Mul(sum, b)
-		den.Mul(den, w)
-		for i := range targets {
-			q := new(big.Int).Mul(r, weights[i])
-			out[i] = q.Quo(q, den).Uint64()
+	// backends is a count of addresses and workers at most MaxConcurrency:
+	// their product is far from overflow.
+	shares, err := record.Shares(rate, weights, backends*workers)
+	var se *record.ShareError
+	switch {
+	case err == nil:
+		out := make([]uint64, len(shares))
+		for i, s := range shares {
+			out[i] = s / (backends * workers)
 		}
 		return out, ""
+	case !errors.As(err, &se):
+		return nil, err.Error()
 	}
+	return nil, shareRefusal(se, backends, workers)
+}
 
-	var why string
+// shareRefusal says why se.Rate does not split over the backends, the
+// weights and the workers, in that order, and names the nearest rates that
+// do with what each gives per backend, per target and per worker.
+func shareRefusal(se *record.ShareError, backends, workers uint64) string {
+	rate, n := se.Rate, len(se.Weights)
+	r, b := new(big.Int).SetUint64(rate), new(big.Int).SetUint64(backends)
+	exact := se.Exact()
+	// over writes the exact shares of the rate divided by div.
+	over := func(div uint64) string {
+		parts := make([]string, n)
+		for i, x := range exact {
+			q := new(big.Rat).Quo(x, new(big.Rat).SetInt(new(big.Int).SetUint64(div)))
+			parts[i] = ratString(q.Num(), q.Denom())
+		}
+		return group(parts)
+	}
 	perBackendNote := ""
 	if backends > 1 {
 		perBackendNote = " (" + ratString(r, b) + " per backend)"
 	}
-	shares := func(total *big.Int, div *big.Int) string {
-		parts := make([]string, len(targets))
-		for i := range targets {
-			num := new(big.Int).Mul(total, weights[i])
-			parts[i] = ratString(num, new(big.Int).Mul(sum, div))
-		}
-		return group(parts)
-	}
-	sharesWhole := true
-	for i := range targets {
-		num := new(big.Int).Mul(r, weights[i])
-		if new(big.Int).Rem(num, new(big.Int).Mul(sum, b)).Sign() != 0 {
-			sharesWhole = false
-		}
-	}
+	_, notWhole := record.Shares(rate, se.Weights, backends)
+	var why string
 	switch {
-	case backends > 1 && new(big.Int).Rem(r, b).Sign() != 0:
+	case backends > 1 && rate%backends != 0:
 		why = fmt.Sprintf("rate %d over %d backends is %s per backend, not a whole number", rate, backends, ratString(r, b))
-	case len(targets) > 1 && !sharesWhole:
-		ws := make([]string, len(targets))
-		for i, t := range targets {
-			ws[i] = fmt.Sprint(t.Weight)
-		}
-		why = fmt.Sprintf("rate %d%s over weights %s gives shares %s, not whole numbers", rate, perBackendNote, strings.Join(ws, ":"), shares(r, b))
-	case len(targets) == 1:
-		why = fmt.Sprintf("rate %d%s over concurrency %d is %s per worker, not a whole number", rate, perBackendNote, workers, ratString(r, new(big.Int).Mul(b, w)))
+	case n > 1 && notWhole != nil:
+		why = fmt.Sprintf("rate %d%s over weights %s gives shares %s, not whole numbers", rate, perBackendNote, joinWeights(se.Weights), over(backends))
+	case n == 1:
+		why = fmt.Sprintf("rate %d%s over concurrency %d is %s per worker, not a whole number", rate, perBackendNote, workers, ratString(r, new(big.Int).Mul(b, new(big.Int).SetUint64(workers))))
 	default:
-		why = fmt.Sprintf("rate %d%s gives shares %s, which over concurrency %d are %s per worker, not whole numbers", rate, perBackendNote, shares(r, b), workers, shares(r, new(big.Int).Mul(b, w)))
+		why = fmt.Sprintf("rate %d%s gives shares %s, which over concurrency %d are %s per worker, not whole numbers", rate, perBackendNote, over(backends), workers, over(backends*workers))
 	}
 
-	describe := func(x *big.Int) string {
+	// describe writes what a rate that splits gives: whole numbers all.
+	describe := func(x *record.Split) string {
 		var parts []string
 		if backends > 1 {
-			parts = append(parts, ratString(x, b)+" per backend")
+			parts = append(parts, fmt.Sprintf("%d per backend", x.Rate/backends))
 		}
-		if len(targets) > 1 {
-			parts = append(parts, shares(x, b))
+		each := func(div uint64) string {
+			ps := make([]string, n)
+			for i, s := range x.Shares {
+				ps[i] = fmt.Sprint(s / div)
+			}
+			return group(ps)
+		}
+		if n > 1 {
+			parts = append(parts, each(backends))
 		}
 		if workers > 1 {
-			parts = append(parts, shares(x, new(big.Int).Mul(b, w))+" per worker")
+			parts = append(parts, each(backends*workers)+" per worker")
 		}
 		if len(parts) == 0 {
 			return ""
 		}
 		return " (" + strings.Join(parts, ", ") + ")"
 	}
-	lo := new(big.Int).Quo(r, step)
-	lo.Mul(lo, step)
-	hi := new(big.Int).Add(lo, step)
-	if lo.Sign() == 0 {
-		return nil, fmt.Sprintf("%s; the smallest whole split is rate %s%s", why, hi, describe(hi))
+	switch lo, hi := se.Below, se.Above; {
+	case lo != nil && hi != nil:
+		return fmt.Sprintf("%s; nearest whole splits: rate %d%s or rate %d%s", why, lo.Rate, describe(lo), hi.Rate, describe(hi))
+	case hi != nil:
+		return fmt.Sprintf("%s; the smallest whole split is rate %d%s", why, hi.Rate, describe(hi))
+	case lo != nil:
+		return fmt.Sprintf("%s; the largest whole split is rate %d%s", why, lo.Rate, describe(lo))
+	default:
+		return why + "; no rate an engine can count splits"
 	}
-	return nil, fmt.Sprintf("%s; nearest whole splits: rate %s%s or rate %s%s", why, lo, describe(lo), hi, describe(hi))
+}
+
+// joinWeights writes weights as the plan's ratio: 9:9:3.
+func joinWeights(ws []uint64) string {
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = fmt.Sprint(w)
+	}
+	return strings.Join(parts, ":")
 }
 
 // counts returns the requests each worker of each target sends over

@@ -590,6 +590,14 @@ func (b *builder) targets(rs *rawScenario, s *Scenario, isDefaults bool) bool {
 					ok = false
 				}
 			}
+			if rt.thresholds.good() {
+				t.Thresholds = b.thresholds(rt.thresholds.v)
+				if len(t.Thresholds) != len(rt.thresholds.v) {
+					ok = false
+				}
+			} else if rt.thresholds.set {
+				ok = false
+			}
 			s.Targets = append(s.Targets, t)
 		}
 		return ok

@@ -94,9 +94,11 @@ type RunOptions struct {
 	// ReaderCommand prints the file given as its last argument; empty is
 	// "cat" with a ReaderImage of one's own, DriverCat without.
 	ReaderCommand string
-	// EnginesTimeout bounds the wait for the engines and their Service;
-	// PodTimeout the wait for the driver pod to run; Poll is the interval of
-	// both waits.
+	// PVCTimeout bounds the wait for the report PVC to be Bound (not
+	// waited for when its class binds on first consumer); EnginesTimeout
+	// the wait for the engines and their Service; PodTimeout the wait for
+	// the driver pod to run; Poll is the interval of the three waits.
+	PVCTimeout     time.Duration
 	EnginesTimeout time.Duration
 	PodTimeout     time.Duration
 	Poll           time.Duration
@@ -131,6 +133,7 @@ func DefaultRunOptions() RunOptions {
 		PriorityValue:    1000,
 		SystemNamespaces: []string{"kube-system"},
 		WatchInterval:    2 * time.Minute,
+		PVCTimeout:       2 * time.Minute,
 		EnginesTimeout:   5 * time.Minute,
 		PodTimeout:       3 * time.Minute,
 		Poll:             2 * time.Second,
@@ -214,7 +217,7 @@ func (o RunOptions) Validate() error {
 		bad("--reader-command needs --reader-image: without one the reader pod runs the driver image with %q", DriverCat)
 	}
 	for name, d := range map[string]time.Duration{
-		"--watch-interval": o.WatchInterval, "--engines-timeout": o.EnginesTimeout,
+		"--watch-interval": o.WatchInterval, "--pvc-timeout": o.PVCTimeout, "--engines-timeout": o.EnginesTimeout,
 		"--pod-timeout": o.PodTimeout, "--poll": o.Poll,
 	} {
 		if d <= 0 {
@@ -282,14 +285,20 @@ Steps, in this order, each printed as one STEP line:
      run (and the reader image) is a digest reference, signed with --verify
      (else "provenance NOT VERIFIED"); the chart built into this binary,
      written to DIR/chart/sortie, has its content digest (--chart-digest);
-     the PriorityClass is absent or the soak's own; every pod of the system
+     the PriorityClass is absent or the soak's own; the report PVC exists
+     and is Bound, or Pending with a storage class that exists, or is
+     absent and a storage class can be chosen for it; every pod of the system
      namespaces is ready (ready/total containers compared as numbers);
      every target's Service exists; the release has no earlier Job and no
      release of that name exists; the watchdog's pre-flight and (with
      --rolls) the churn driver's pass
   3. apply the PriorityClass (preemptionPolicy Never) and read it back
   4. the report PVC <release>-sortie-report: kept if it exists, else made
-     with --storage-class, else the only default class, else the only class
+     with --storage-class, else the only default class, else the only class;
+     then wait (--pvc-timeout) until it is Bound, or, when its class binds on
+     first consumer (volumeBindingMode WaitForFirstConsumer), check the class
+     exists and go on: a claim that does not bind aborts here, naming its
+     phase, its class and its last event, before anything is installed
   5. install the release with the engines alone (job.enabled=false)
   6. wait (--engines-timeout) for the engines (DaemonSet desired == ready,
      updated) and until the headless Service's EndpointSlices list every one
@@ -373,6 +382,7 @@ func parseRunFlags(args []string, stderr io.Writer) (o RunOptions, help bool, er
 	fs.DurationVar(&o.WatchInterval, "watch-interval", o.WatchInterval, "restart watchdog sample interval")
 	fs.StringVar(&o.ReaderImage, "reader-image", o.ReaderImage, "image `REF` of the saver's reader pod, holding --reader-command (default: the driver image, running \"sortie cat\")")
 	fs.StringVar(&o.ReaderCommand, "reader-command", o.ReaderCommand, "command that prints the file given as its last argument (default cat, with --reader-image)")
+	fs.DurationVar(&o.PVCTimeout, "pvc-timeout", o.PVCTimeout, "bound of the wait for the report PVC to be Bound")
 	fs.DurationVar(&o.EnginesTimeout, "engines-timeout", o.EnginesTimeout, "bound of the wait for the engines and their Service")
 	fs.DurationVar(&o.PodTimeout, "pod-timeout", o.PodTimeout, "bound of the wait for the driver pod to run")
 	fs.DurationVar(&o.Poll, "poll", o.Poll, "interval of those waits")

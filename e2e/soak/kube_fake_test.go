@@ -193,14 +193,19 @@ type kfix struct {
 	dsReadyAt, dsGets    int
 	slicesAt, sliceLists int
 	driverPhase          corev1.PodPhase
-	jobDoneAtUpgrade     bool
-	jobEndsAt            time.Time
-	files                map[string][]byte // PVC files by name
-	provenance           ProvenanceFunc
-	stdout               lockedBuffer
-	stderr               lockedBuffer
-	duration             time.Duration
-	componentsCreated    map[string]int
+	// pvcUnbindable stops the fake provisioner: a claim is never bound.
+	pvcUnbindable bool
+	// driverUnschedulable is the scheduler's message on a driver pod it
+	// cannot place (empty: the pod is scheduled).
+	driverUnschedulable string
+	jobDoneAtUpgrade    bool
+	jobEndsAt           time.Time
+	files               map[string][]byte // PVC files by name
+	provenance          ProvenanceFunc
+	stdout              lockedBuffer
+	stderr              lockedBuffer
+	duration            time.Duration
+	componentsCreated   map[string]int
 	// signalAt is a line after which the run gets SIGTERM.
 	signalAt  string
 	interrupt context.CancelCauseFunc
@@ -287,6 +292,31 @@ func systemPod(name string, phase corev1.PodPhase, ready, total int) *corev1.Pod
 	return p
 }
 
+// reportClaim is a report PVC of the release that exists before the run.
+func reportClaim(class string, phase corev1.PersistentVolumeClaimPhase) *corev1.PersistentVolumeClaim {
+	volume := ""
+	if phase != corev1.ClaimPending {
+		// Bound once, so named a volume.
+		volume = "pvc-0a1b2c3d"
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: kNS, Name: kNames.ReportClaim},
+		Spec:       corev1.PersistentVolumeClaimSpec{StorageClassName: &class, VolumeName: volume},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: phase},
+	}
+}
+
+// claimEvent is an event about the report PVC, at kStart plus at.
+func claimEvent(name, typ, reason, message string, at time.Duration) *corev1.Event {
+	t := metav1.NewTime(kStart.Add(at))
+	return &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: kNS, Name: name},
+		InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: kNS, Name: kNames.ReportClaim},
+		Type:           typ, Reason: reason, Message: message,
+		FirstTimestamp: t, LastTimestamp: t,
+	}
+}
+
 func storageClass(name string, isDefault bool) *storagev1.StorageClass {
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "rancher.io/local-path"}
 	if isDefault {
@@ -346,6 +376,25 @@ func (fx *kfix) start() {
 				o.(*appsv1.DaemonSet).Status.NumberReady = int32(len(engineNode))
 			})
 		}
+		return false, nil, nil
+	})
+	// The API server and the provisioner: a claim just created is Pending,
+	// and a Pending claim is bound to a new volume by the time it is read
+	// back (unless pvcUnbindable).
+	fx.cs.PrependReactor("get", "persistentvolumeclaims", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		fx.mu.Lock()
+		binds := !fx.pvcUnbindable
+		fx.mu.Unlock()
+		fx.update(gvrPVCs, a.GetNamespace(), a.(k8stesting.GetAction).GetName(), func(o runtime.Object) {
+			c := o.(*corev1.PersistentVolumeClaim)
+			if c.Status.Phase == "" {
+				c.Status.Phase = corev1.ClaimPending
+			}
+			if binds && c.Status.Phase == corev1.ClaimPending {
+				c.Spec.VolumeName = "pvc-7f3c2a1e"
+				c.Status.Phase = corev1.ClaimBound
+			}
+		})
 		return false, nil, nil
 	})
 	fx.cs.PrependReactor("list", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -437,7 +486,11 @@ func (fx *kfix) makeJob() {
 			Containers: []corev1.Container{{Name: chart.DriverContainer}}},
 		Status: corev1.PodStatus{Phase: fx.driverPhase},
 	}
-	if fx.driverPhase == corev1.PodPending {
+	if fx.driverUnschedulable != "" {
+		pod.Spec.NodeName = ""
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: fx.driverUnschedulable}}
+	} else if fx.driverPhase == corev1.PodPending {
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: chart.DriverContainer,
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff"}}}}
 	}

@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -51,10 +53,12 @@ func TestKickoffE2E(t *testing.T) {
 		}
 	}
 	// The plan points at the headless Service and was rendered for the two
-	// engines that were listed.
+	// engines that were listed, each target with its own 2xx floor.
 	plan, _ := os.ReadFile(filepath.Join(fx.dir, planFile))
 	if !strings.Contains(string(plan), "soak-sortie-engine-nodes.sortie.svc.cluster.local:8443") ||
-		!strings.Contains(string(plan), "10.96.0.10:9125") {
+		!strings.Contains(string(plan), "10.96.0.10:9125") ||
+		!strings.Contains(string(plan), `, thresholds: ["rate:benchmark.http_2xx >= `) ||
+		strings.Contains(string(plan), `      - "rate:benchmark.http_2xx >= `) {
 		t.Errorf("plan.yaml:\n%s", plan)
 	}
 	// kickoff.log holds the kickoff's lines with their times.
@@ -136,6 +140,48 @@ func TestKickoffAborts(t *testing.T) {
 			setup: func(fx *kfix) {
 				fx.objects = append(without(fx.objects, "standard"), storageClass("fast", false), storageClass("slow", false))
 			},
+			check: noInstall,
+		},
+		{
+			// The claim is made but never bound: the run stops there, before
+			// the engines, naming the claim, its phase, its class and what
+			// the cluster said about it.
+			name: "pvc-does-not-bind",
+			setup: func(fx *kfix) {
+				fx.pvcUnbindable = true
+				fx.objects = append(fx.objects,
+					claimEvent("report.1", corev1.EventTypeNormal, "ExternalProvisioning", "Waiting for a volume to be created by the external provisioner.", time.Second),
+					claimEvent("report.2", corev1.EventTypeWarning, "ProvisioningFailed", `failed to provision volume with StorageClass "standard": no space left`, 2*time.Second),
+					claimEvent("report.3", corev1.EventTypeNormal, "ExternalProvisioning", "Waiting for a volume to be created by the external provisioner.", 3*time.Second),
+					// Another object's event, which the fake's list does not
+					// filter out.
+					&corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: kNS, Name: "other.1"}, Type: corev1.EventTypeWarning, Reason: "BackOff",
+						InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: kNS, Name: "other"}, LastTimestamp: metav1.NewTime(kStart.Add(time.Minute))},
+				)
+			},
+			extra: []string{"--pvc-timeout", "6s"},
+			check: func(t *testing.T, fx *kfix) {
+				want := `pvc/soak-sortie-report is not Bound after 6s: phase Pending, storage class standard (volumeBindingMode Immediate), event Warning ProvisioningFailed "failed to provision volume with StorageClass \"standard\": no space left"`
+				if !strings.Contains(abortLine(fx.stdout.String()), want) {
+					t.Errorf("ABORT lacks %s:\n%s", want, fx.stdout.String())
+				}
+				if strings.Contains(fx.rec.String(), "helm install") {
+					t.Error("the engines were installed on an unbound claim")
+				}
+			},
+		},
+		{
+			name:  "pvc-lost",
+			setup: func(fx *kfix) { fx.objects = append(fx.objects, reportClaim("standard", corev1.ClaimLost)) },
+			check: noInstall,
+		},
+		{
+			name: "pvc-class-gone",
+			setup: func(fx *kfix) {
+				fx.pvcUnbindable = true
+				fx.objects = append(fx.objects, reportClaim("gone", corev1.ClaimPending))
+			},
+			check: noInstall,
 		},
 		{
 			name:  "engines-not-ready",
@@ -168,6 +214,22 @@ func TestKickoffAborts(t *testing.T) {
 			setup: func(fx *kfix) { fx.driverPhase = corev1.PodPending },
 			extra: []string{"--pod-timeout", "6s"},
 		},
+		{
+			// The scheduler's Message says why, its Reason only that it
+			// could not: the ABORT quotes both.
+			name: "driver-pod-unschedulable",
+			setup: func(fx *kfix) {
+				fx.driverPhase = corev1.PodPending
+				fx.driverUnschedulable = "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+			},
+			extra: []string{"--pod-timeout", "6s"},
+			check: func(t *testing.T, fx *kfix) {
+				want := `(pod/soak-sortie-driver-5kq9t is Pending (unscheduled: Unschedulable "` + fx.driverUnschedulable + `"))`
+				if !strings.Contains(abortLine(fx.stdout.String()), want) {
+					t.Errorf("the ABORT does not quote the scheduler's reason and message %s:\n%s", want, fx.stdout.String())
+				}
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,6 +250,81 @@ func TestKickoffAborts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// noInstall checks that a run stopped in the pre-flight: nothing was
+// created and nothing installed.
+func noInstall(t *testing.T, fx *kfix) {
+	t.Helper()
+	if !strings.Contains(fx.stdout.String(), "ABORT pre-flight failed") {
+		t.Errorf("the run did not stop in the pre-flight:\n%s", fx.stdout.String())
+	}
+	for _, l := range strings.Split(fx.rec.String(), "\n") {
+		if strings.HasPrefix(l, "create ") || strings.HasPrefix(l, "helm install") {
+			t.Errorf("the run went on after its pre-flight failed: %s", l)
+		}
+	}
+}
+
+// TestKickoffClaimWaitForFirstConsumer: a claim whose class binds it only
+// when a pod that mounts it is scheduled is not waited for; the STEP line
+// says so, and the run goes on to its end.
+func TestKickoffClaimWaitForFirstConsumer(t *testing.T) {
+	fx := newKfix(t)
+	fx.pvcFiles(ProfileE2E)
+	fx.pvcUnbindable = true
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	sc := storageClass("standard", true)
+	sc.VolumeBindingMode = &wffc
+	fx.objects = append(without(fx.objects, "standard"), sc)
+	err := fx.run(fx.runArgs(ProfileE2E)...)
+	wantLines(t, fx.stdout.String(),
+		"PREFLIGHT ok pvc/soak-sortie-report is absent: the run creates it with storage class standard (the default class, volumeBindingMode WaitForFirstConsumer)",
+		"STEP pvc/soak-sortie-report Pending until the driver pod is scheduled: storage class standard exists and binds on first consumer (volumeBindingMode WaitForFirstConsumer)",
+		"SOAK PASS",
+	)
+	if exitCode(err) != 0 {
+		t.Errorf("exit %d", exitCode(err))
+	}
+}
+
+// TestKickoffKeptClaim: a report PVC that exists and is Bound is kept and
+// read back Bound; the run goes on to its end.
+func TestKickoffKeptClaim(t *testing.T) {
+	fx := newKfix(t)
+	fx.pvcFiles(ProfileE2E)
+	fx.pvcUnbindable = true
+	fx.objects = append(fx.objects, reportClaim("standard", corev1.ClaimBound))
+	err := fx.run(fx.runArgs(ProfileE2E)...)
+	wantLines(t, fx.stdout.String(),
+		"PREFLIGHT ok pvc/soak-sortie-report exists and is Bound to volume pvc-0a1b2c3d (storage class standard)",
+		"STEP pvc/soak-sortie-report kept: it exists (storage class standard)",
+		"STEP pvc/soak-sortie-report Bound to volume pvc-0a1b2c3d",
+		"SOAK PASS",
+	)
+	if exitCode(err) != 0 || strings.Contains(fx.rec.String(), "create persistentvolumeclaims") {
+		t.Errorf("exit %d; a claim was created beside the kept one:\n%s", exitCode(err), fx.rec.String())
+	}
+}
+
+// wantLines checks that out holds each of want.
+func wantLines(t *testing.T, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+// abortLine returns the ABORT line of out, or "".
+func abortLine(out string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "ABORT ") {
+			return l
+		}
+	}
+	return ""
 }
 
 // without drops the objects of a name.

@@ -10,13 +10,16 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -69,6 +72,8 @@ func (k *kickoff) preflight(ctx context.Context) int {
 		fail("priorityclass/%s exists but is not the soak's (%s; want value=%d preemptionPolicy=Never globalDefault=false); its value and policy cannot change: pass another --priority-class",
 			k.o.PriorityClass, state, k.o.PriorityValue)
 	}
+
+	k.preflightReportClaim(ctx, ok, fail)
 
 	for _, ns := range k.o.SystemNamespaces {
 		k.preflightSystemPods(ctx, ns, ok, fail)
@@ -446,6 +451,52 @@ func (k *kickoff) applyPriorityClass(ctx context.Context, again bool) error {
 	return nil
 }
 
+// preflightReportClaim checks, changing nothing, that the report PVC can
+// hold the run: a claim that exists is Bound, or Pending with a class that
+// exists (step 4 waits for it to bind); an absent one has a class to be
+// made with. A Lost claim or a class that is gone would only show once the
+// driver pod stayed Pending, after the engines were installed.
+func (k *kickoff) preflightReportClaim(ctx context.Context, ok, fail func(string, ...any)) {
+	claim, err := k.cs.CoreV1().PersistentVolumeClaims(k.o.Namespace).Get(ctx, k.pvc, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		sc, how, err := k.storageClass(ctx)
+		if err != nil {
+			fail("pvc/%s: %s", k.pvc, oneLine(err))
+			return
+		}
+		ok("pvc/%s is absent: the run creates it with storage class %s (%s, volumeBindingMode %s)", k.pvc, sc.Name, how, bindingMode(sc))
+		return
+	case err != nil:
+		fail("pvc/%s: %s", k.pvc, oneLine(err))
+		return
+	}
+	class := claimClass(claim)
+	switch claim.Status.Phase {
+	case corev1.ClaimBound:
+		ok("pvc/%s exists and is Bound to volume %s (%s)", k.pvc, claim.Spec.VolumeName, classWords(class))
+		return
+	case corev1.ClaimLost:
+		fail("pvc/%s is Lost: its volume %s is gone and the claim can never bind again (%s, %s); delete the claim and the run makes a new one",
+			k.pvc, orDash(claim.Spec.VolumeName), classWords(class), k.lastClaimEvent(ctx))
+		return
+	}
+	if class == "" {
+		k.line("PREFLIGHT note pvc/%s exists, Pending, with no storage class: the run waits --pvc-timeout %s for a volume to bind it (%s)", k.pvc, k.o.PVCTimeout, k.lastClaimEvent(ctx))
+		return
+	}
+	mode, err := k.classMode(ctx, class)
+	switch {
+	case err != nil:
+		fail("pvc/%s is %s: %s", k.pvc, phaseOf(claim), oneLine(err))
+	case mode == storagev1.VolumeBindingWaitForFirstConsumer:
+		ok("pvc/%s exists, Pending until the driver pod is scheduled (storage class %s, volumeBindingMode %s)", k.pvc, class, mode)
+	default:
+		k.line("PREFLIGHT note pvc/%s exists but is Pending (storage class %s, volumeBindingMode %s, %s): the run waits --pvc-timeout %s for it to bind",
+			k.pvc, class, mode, k.lastClaimEvent(ctx), k.o.PVCTimeout)
+	}
+}
+
 // reportPVC keeps the report PVC if it exists, else creates it with the
 // storage class of the flag, else the only default class, else the only
 // class.
@@ -453,20 +504,17 @@ func (k *kickoff) reportPVC(ctx context.Context) error {
 	pvcs := k.cs.CoreV1().PersistentVolumeClaims(k.o.Namespace)
 	old, err := pvcs.Get(ctx, k.pvc, metav1.GetOptions{})
 	if err == nil {
-		class := "-"
-		if old.Spec.StorageClassName != nil {
-			class = *old.Spec.StorageClassName
-		}
-		k.step("pvc/%s kept: it exists (storage class %s); this run's files on it are %s and %s", k.pvc, class, k.reportName, k.streamName)
+		k.step("pvc/%s kept: it exists (storage class %s); this run's files on it are %s and %s", k.pvc, orDash(claimClass(old)), k.reportName, k.streamName)
 		return nil
 	}
 	if !apierrors.IsNotFound(err) {
 		return fmt.Errorf("pvc/%s: %w", k.pvc, err)
 	}
-	class, how, err := k.storageClass(ctx)
+	sc, how, err := k.storageClass(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("pvc/%s: %w", k.pvc, err)
 	}
+	class := sc.Name
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      k.pvc,
@@ -488,21 +536,179 @@ func (k *kickoff) reportPVC(ctx context.Context) error {
 	return nil
 }
 
-// storageClass picks the report PVC's class and says how.
-func (k *kickoff) storageClass(ctx context.Context) (name, how string, err error) {
-	if k.o.StorageClass != "" {
-		if _, err := k.cs.StorageV1().StorageClasses().Get(ctx, k.o.StorageClass, metav1.GetOptions{}); err != nil {
-			return "", "", fmt.Errorf("--storage-class %s: %w", k.o.StorageClass, err)
+// waitReportClaim waits, up to --pvc-timeout on the kickoff's clock, for
+// the report PVC to be Bound, so that a claim that cannot bind stops the
+// run before anything is installed rather than as a driver pod that stays
+// Pending. A claim whose class binds on first consumer is bound only once
+// the driver pod is scheduled: for it the class is checked instead.
+func (k *kickoff) waitReportClaim(ctx context.Context) error {
+	deadline := k.clk.Now().Add(k.o.PVCTimeout)
+	class, mode := "", storagev1.VolumeBindingImmediate
+	for first := true; ; first = false {
+		claim, err := k.cs.CoreV1().PersistentVolumeClaims(k.o.Namespace).Get(ctx, k.pvc, metav1.GetOptions{})
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("interrupted while waiting for pvc/%s to bind", k.pvc)
+			}
+			return fmt.Errorf("pvc/%s: %w", k.pvc, err)
 		}
-		return k.o.StorageClass, "--storage-class", nil
+		if first {
+			if class = claimClass(claim); class != "" {
+				if mode, err = k.classMode(ctx, class); err != nil {
+					return fmt.Errorf("pvc/%s is %s and cannot bind: %w", k.pvc, phaseOf(claim), err)
+				}
+			}
+		}
+		switch {
+		case claim.Status.Phase == corev1.ClaimBound:
+			k.step("pvc/%s Bound to volume %s", k.pvc, claim.Spec.VolumeName)
+			return nil
+		case claim.Status.Phase == corev1.ClaimLost:
+			return k.claimUnbound(ctx, claim, "is Lost", class, mode)
+		case mode == storagev1.VolumeBindingWaitForFirstConsumer:
+			k.step("pvc/%s %s until the driver pod is scheduled: storage class %s exists and binds on first consumer (volumeBindingMode %s)",
+				k.pvc, phaseOf(claim), class, mode)
+			return nil
+		case !k.clk.Now().Before(deadline):
+			return k.claimUnbound(ctx, claim, fmt.Sprintf("is not Bound after %s", k.o.PVCTimeout), class, mode)
+		}
+		if err := k.clk.Sleep(ctx, k.o.Poll); err != nil {
+			return fmt.Errorf("interrupted while waiting for pvc/%s to bind (phase %s)", k.pvc, phaseOf(claim))
+		}
+	}
+}
+
+// claimUnbound is the error of a report PVC that did not bind: the claim,
+// its phase, its class and what the cluster last said about it.
+func (k *kickoff) claimUnbound(ctx context.Context, claim *corev1.PersistentVolumeClaim, what, class string, mode storagev1.VolumeBindingMode) error {
+	where := "no storage class"
+	if class != "" {
+		where = fmt.Sprintf("storage class %s (volumeBindingMode %s)", class, mode)
+	}
+	return fmt.Errorf("pvc/%s %s: phase %s, %s, %s", k.pvc, what, phaseOf(claim), where, k.lastClaimEvent(ctx))
+}
+
+// lastClaimEvent says what the cluster last said about the report PVC: its
+// newest Warning event (a provisioner's or the binder's reason), else its
+// newest event, as `event <type> <reason> "<message>"`.
+func (k *kickoff) lastClaimEvent(ctx context.Context) string {
+	sel := fields.Set{"involvedObject.kind": "PersistentVolumeClaim", "involvedObject.name": k.pvc}.String()
+	list, err := k.cs.CoreV1().Events(k.o.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return "events not listed: " + oneLine(err)
+	}
+	var last *corev1.Event
+	for i := range list.Items {
+		e := &list.Items[i]
+		// Filtered here too: the selector is the server's to honour.
+		if e.InvolvedObject.Kind != "PersistentVolumeClaim" || e.InvolvedObject.Name != k.pvc {
+			continue
+		}
+		if last == nil || laterEvent(e, last) {
+			last = e
+		}
+	}
+	if last == nil {
+		return "no events"
+	}
+	return "event " + last.Type + " " + conditionWhy(last.Reason, last.Message)
+}
+
+// laterEvent reports whether a says more than b: a Warning over a Normal
+// event, else the one seen last (by name on a tie).
+func laterEvent(a, b *corev1.Event) bool {
+	if aw, bw := a.Type == corev1.EventTypeWarning, b.Type == corev1.EventTypeWarning; aw != bw {
+		return aw
+	}
+	at, bt := eventTime(a), eventTime(b)
+	if !at.Equal(bt) {
+		return at.After(bt)
+	}
+	return a.Name > b.Name
+}
+
+// eventTime is when an event was last seen, from whichever field its
+// reporter set.
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// classMode reads the binding mode of a storage class that must exist.
+func (k *kickoff) classMode(ctx context.Context, class string) (storagev1.VolumeBindingMode, error) {
+	sc, err := k.cs.StorageV1().StorageClasses().Get(ctx, class, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("its storage class %s does not exist: create the class, or delete the claim and the run makes a new one", class)
+	}
+	if err != nil {
+		return "", fmt.Errorf("storage class %s: %w", class, err)
+	}
+	return bindingMode(sc), nil
+}
+
+// bindingMode is a class's volumeBindingMode; unset is Immediate.
+func bindingMode(sc *storagev1.StorageClass) storagev1.VolumeBindingMode {
+	if sc.VolumeBindingMode == nil || *sc.VolumeBindingMode == "" {
+		return storagev1.VolumeBindingImmediate
+	}
+	return *sc.VolumeBindingMode
+}
+
+// claimClass is a claim's storage class name, "" when it has none.
+func claimClass(c *corev1.PersistentVolumeClaim) string {
+	if c.Spec.StorageClassName == nil {
+		return ""
+	}
+	return *c.Spec.StorageClassName
+}
+
+// classWords names a claim's class in a sentence.
+func classWords(class string) string {
+	if class == "" {
+		return "no storage class"
+	}
+	return "storage class " + class
+}
+
+// phaseOf is a claim's phase; a claim the API server has not given one yet
+// is Pending.
+func phaseOf(c *corev1.PersistentVolumeClaim) corev1.PersistentVolumeClaimPhase {
+	if c.Status.Phase == "" {
+		return corev1.ClaimPending
+	}
+	return c.Status.Phase
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// storageClass picks the report PVC's class and says how.
+func (k *kickoff) storageClass(ctx context.Context) (sc *storagev1.StorageClass, how string, err error) {
+	if k.o.StorageClass != "" {
+		sc, err := k.cs.StorageV1().StorageClasses().Get(ctx, k.o.StorageClass, metav1.GetOptions{})
+		if err != nil {
+			return nil, "", fmt.Errorf("--storage-class %s: %w", k.o.StorageClass, err)
+		}
+		return sc, "--storage-class", nil
 	}
 	list, err := k.cs.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return "", "", fmt.Errorf("list storage classes: %w", err)
+		return nil, "", fmt.Errorf("list storage classes: %w", err)
 	}
 	var all, defaults []string
-	for _, sc := range list.Items {
+	byName := map[string]*storagev1.StorageClass{}
+	for i, sc := range list.Items {
 		all = append(all, sc.Name)
+		byName[sc.Name] = &list.Items[i]
 		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
 			defaults = append(defaults, sc.Name)
 		}
@@ -511,15 +717,15 @@ func (k *kickoff) storageClass(ctx context.Context) (name, how string, err error
 	sort.Strings(defaults)
 	switch {
 	case len(defaults) == 1:
-		return defaults[0], "the default class", nil
+		return byName[defaults[0]], "the default class", nil
 	case len(defaults) == 0 && len(all) == 1:
-		return all[0], "the only class", nil
+		return byName[all[0]], "the only class", nil
 	case len(defaults) > 1:
-		return "", "", fmt.Errorf("no storage class for pvc/%s: %d default classes (%s): pass --storage-class", k.pvc, len(defaults), strings.Join(defaults, ", "))
+		return nil, "", fmt.Errorf("no storage class: %d default classes (%s): pass --storage-class", len(defaults), strings.Join(defaults, ", "))
 	case len(all) == 0:
-		return "", "", fmt.Errorf("no storage class for pvc/%s: the cluster has none", k.pvc)
+		return nil, "", errors.New("no storage class: the cluster has none")
 	}
-	return "", "", fmt.Errorf("no storage class for pvc/%s: no default class and %d to choose from (%s): pass --storage-class", k.pvc, len(all), strings.Join(all, ", "))
+	return nil, "", fmt.Errorf("no storage class: no default class and %d to choose from (%s): pass --storage-class", len(all), strings.Join(all, ", "))
 }
 
 // waitEngines waits until the engines are all ready and the headless

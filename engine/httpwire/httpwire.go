@@ -7,12 +7,14 @@
 // Transport re-sends a request on a reused connection that the server
 // closed, which would hide exactly the resets a soak test must count.
 //
-// ReadResponse distinguishes three kinds of failure, which the engine
+// ReadResponse distinguishes four kinds of failure, which the engine
 // counts differently: a *ProtocolError for bytes that are not an HTTP/1.x
-// response or exceed a limit; io.EOF or io.ErrUnexpectedEOF when the peer
-// closed the connection early; and any other error of the underlying
-// reader (a reset, a deadline) returned as it is. Response.HeadersDone says
-// whether the failure came before or after the final header block.
+// response; a *LimitError for a response larger than one of the limits
+// below (it may be valid HTTP, but more than this reader accepts); io.EOF
+// or io.ErrUnexpectedEOF when the peer closed the connection early; and
+// any other error of the underlying reader (a reset, a deadline) returned
+// as it is. Response.HeadersDone says whether the failure came before or
+// after the final header block.
 package httpwire
 
 import (
@@ -22,8 +24,10 @@ import (
 	"io"
 )
 
-// Limits of a response. A response over them is a protocol error; a line
-// longer than the reader's buffer is one too.
+// Limits of a response. A response over them fails with a *LimitError; a
+// line (status, header field, chunk size or trailer) longer than the
+// reader's buffer does too. Bodies have no limit: they are discarded as
+// they are read.
 const (
 	// MaxHeaderBytes bounds the bytes of all header blocks of one response,
 	// interim 1xx blocks and chunked trailers included.
@@ -43,6 +47,21 @@ func (e *ProtocolError) Error() string { return "malformed response: " + e.Msg }
 
 func protoErr(format string, args ...any) error {
 	return &ProtocolError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// LimitError says a response is larger than a limit of this reader: more
+// header bytes, header fields or interim responses than it accepts, or a
+// line longer than its buffer. The response may be valid HTTP; the engine
+// counts it apart from a malformed one.
+type LimitError struct {
+	// What exceeded the limit, such as "header bytes".
+	What string
+	// Limit is the most accepted.
+	Limit int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("response too large: more than %d %s", e.Limit, e.What)
 }
 
 // Response is what the engine keeps of one response. ReadResponse resets
@@ -88,7 +107,7 @@ func ReadResponse(r *bufio.Reader, head bool, resp *Response) error {
 		// response follows on the same connection.
 		resp.Interim++
 		if resp.Interim > MaxInterim {
-			return protoErr("more than %d interim responses", MaxInterim)
+			return &LimitError{What: "interim responses", Limit: MaxInterim}
 		}
 		keep := resp.Interim
 		*resp = Response{ContentLength: -1, Interim: keep}
@@ -133,12 +152,13 @@ type headerBudget struct {
 	bytes, lines int
 }
 
-// readLine returns the next line without its line ending. The slice is
-// valid until the next read.
+// readLine returns the next line without its line ending, its bytes
+// spent from budget (nil: a chunk's framing, which is part of the body and
+// not counted). The slice is valid until the next read.
 func readLine(r *bufio.Reader, budget *headerBudget) ([]byte, error) {
 	line, err := r.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
-		return nil, protoErr("line longer than %d bytes", r.Size())
+		return nil, &LimitError{What: "bytes in a line", Limit: r.Size()}
 	}
 	if err != nil {
 		if err == io.EOF && len(line) > 0 {
@@ -146,9 +166,11 @@ func readLine(r *bufio.Reader, budget *headerBudget) ([]byte, error) {
 		}
 		return nil, err
 	}
-	budget.bytes -= len(line)
-	if budget.bytes < 0 {
-		return nil, protoErr("header larger than %d bytes", MaxHeaderBytes)
+	if budget != nil {
+		budget.bytes -= len(line)
+		if budget.bytes < 0 {
+			return nil, &LimitError{What: "header bytes", Limit: MaxHeaderBytes}
+		}
 	}
 	line = line[:len(line)-1]
 	if n := len(line); n > 0 && line[n-1] == '\r' {
@@ -183,7 +205,7 @@ func readHead(r *bufio.Reader, resp *Response, budget *headerBudget) error {
 		}
 		budget.lines--
 		if budget.lines < 0 {
-			return protoErr("more than %d header fields", MaxHeaderLines)
+			return &LimitError{What: "header fields", Limit: MaxHeaderLines}
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			return protoErr("obsolete line folding")
@@ -262,10 +284,12 @@ func parseStatus(line []byte, resp *Response) error {
 	return nil
 }
 
-// readChunked discards a chunked body and its trailers.
+// readChunked discards a chunked body and its trailers. Chunk sizes and
+// the line ends after chunks are the body's framing: a long body of small
+// chunks does not spend the header budget; its trailers do.
 func readChunked(r *bufio.Reader, resp *Response, budget *headerBudget) error {
 	for {
-		line, err := readLine(r, budget)
+		line, err := readLine(r, nil)
 		if err != nil {
 			return unexpected(err)
 		}
@@ -285,12 +309,15 @@ func readChunked(r *bufio.Reader, resp *Response, budget *headerBudget) error {
 		if err != nil {
 			return unexpected(err)
 		}
-		line, err = readLine(r, budget)
+		// The line end after the data; more data first is a malformed
+		// chunk, however much of it there is.
+		line, err = readLine(r, nil)
+		var le *LimitError
+		if errors.As(err, &le) || err == nil && len(line) != 0 {
+			return protoErr("chunk data longer than its size")
+		}
 		if err != nil {
 			return unexpected(err)
-		}
-		if len(line) != 0 {
-			return protoErr("chunk data longer than its size")
 		}
 	}
 	// Trailer fields, then the final empty line.
@@ -304,7 +331,7 @@ func readChunked(r *bufio.Reader, resp *Response, budget *headerBudget) error {
 		}
 		budget.lines--
 		if budget.lines < 0 {
-			return protoErr("more than %d header fields", MaxHeaderLines)
+			return &LimitError{What: "header fields", Limit: MaxHeaderLines}
 		}
 	}
 }

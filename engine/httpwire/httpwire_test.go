@@ -18,7 +18,7 @@ func TestReadResponse(t *testing.T) {
 		in    string
 		head  bool
 		want  Response
-		err   string // "" success, "proto", "eof", "unexpected"
+		err   string // "" success, "proto", "limit", "eof", "unexpected"
 		after string // bytes left for the next response
 	}{
 		{
@@ -114,10 +114,23 @@ func TestReadResponse(t *testing.T) {
 		{name: "header without colon", in: "HTTP/1.1 200 OK\r\nnocolon\r\n\r\n", err: "proto"},
 		{name: "space in header name", in: "HTTP/1.1 200 OK\r\nBad Name: v\r\n\r\n", err: "proto"},
 		{name: "folded header", in: "HTTP/1.1 200 OK\r\nA: b\r\n c\r\n\r\n", err: "proto"},
-		{name: "line too long", in: "HTTP/1.1 200 OK\r\nX: " + long + "\r\n\r\n", err: "proto"},
-		{name: "too many headers", in: "HTTP/1.1 200 OK\r\n" + strings.Repeat("X: y\r\n", MaxHeaderLines+1) + "\r\n", err: "proto"},
-		{name: "headers too large", in: "HTTP/1.1 200 OK\r\n" + strings.Repeat("X: "+strings.Repeat("y", 1000)+"\r\n", 70) + "\r\n", err: "proto"},
-		{name: "too many interim", in: strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", MaxInterim+1), err: "proto"},
+		{name: "line too long", in: "HTTP/1.1 200 OK\r\nX: " + long + "\r\n\r\n", err: "limit"},
+		{name: "status line too long", in: "HTTP/1.1 200 " + long + "\r\n\r\n", err: "limit"},
+		{name: "too many headers", in: "HTTP/1.1 200 OK\r\n" + strings.Repeat("X: y\r\n", MaxHeaderLines+1) + "\r\n", err: "limit"},
+		{name: "headers too large", in: "HTTP/1.1 200 OK\r\n" + strings.Repeat("X: "+strings.Repeat("y", 1000)+"\r\n", 70) + "\r\n", err: "limit"},
+		{name: "too many interim", in: strings.Repeat("HTTP/1.1 100 Continue\r\n\r\n", MaxInterim+1), err: "limit"},
+		{
+			name: "trailers too large", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + strings.Repeat("T: "+strings.Repeat("y", 1000)+"\r\n", 70) + "\r\n",
+			err: "limit",
+		},
+		{
+			// The body's framing is not header: far more chunk lines
+			// than MaxHeaderBytes holds are read to the end.
+			name: "many small chunks", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + strings.Repeat("1\r\nx\r\n", 20000) + "0\r\n\r\nNEXT",
+			want:  Response{StatusCode: 200, Minor: 1, ContentLength: -1, Chunked: true, HeadersDone: true, BodyBytes: 20000},
+			after: "NEXT",
+		},
+		{name: "chunk data far longer than size", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n" + long + "\r\n0\r\n\r\n", err: "proto"},
 		{name: "bad chunk size", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", err: "proto"},
 		{name: "chunk longer than size", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n0\r\n\r\n", err: "proto"},
 	}
@@ -127,6 +140,7 @@ func TestReadResponse(t *testing.T) {
 			var got Response
 			err := ReadResponse(r, tt.head, &got)
 			var pe *ProtocolError
+			var le *LimitError
 			switch tt.err {
 			case "":
 				if err != nil {
@@ -135,6 +149,12 @@ func TestReadResponse(t *testing.T) {
 			case "proto":
 				if !errors.As(err, &pe) {
 					t.Fatalf("ReadResponse() error = %v, want a ProtocolError", err)
+				}
+				return
+			case "limit":
+				// Not a ProtocolError: the engine counts the two apart.
+				if !errors.As(err, &le) || errors.As(err, &pe) {
+					t.Fatalf("ReadResponse() error = %v, want a LimitError", err)
 				}
 				return
 			case "eof":
@@ -216,6 +236,8 @@ func FuzzReadResponse(f *testing.F) {
 		"HTTP/1.1 200 OK\r\nContent-Length: 999999999999999999\r\n\r\n",
 		"garbage",
 		"",
+		// Over the limits of the fuzz reader's 512-byte buffer.
+		"HTTP/1.1 200 OK\r\nX: " + strings.Repeat("y", 600) + "\r\n\r\n",
 	} {
 		f.Add([]byte(s), false)
 	}
@@ -228,7 +250,8 @@ func FuzzReadResponse(f *testing.F) {
 			err := ReadResponse(r, head, &resp)
 			if err != nil {
 				var pe *ProtocolError
-				if !errors.As(err, &pe) && err != io.EOF && err != io.ErrUnexpectedEOF {
+				var le *LimitError
+				if !errors.As(err, &pe) && !errors.As(err, &le) && err != io.EOF && err != io.ErrUnexpectedEOF {
 					t.Fatalf("unexpected error type %T: %v", err, err)
 				}
 				return

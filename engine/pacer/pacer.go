@@ -141,3 +141,20 @@ func (p Pacer) Last() time.Duration {
 	}
 	return p.Offset(p.planned - 1)
 }
+
+// Before is how many requests are due before offset t: the least i with
+// Offset(i) >= t, at most Planned. It is defined by Offset itself (a binary
+// search over the index), so it agrees with the schedule exactly, ramp
+// included; the timeline counts the requests due in an interval with it.
+func (p Pacer) Before(t time.Duration) uint64 {
+	lo, hi := uint64(0), p.planned
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if p.Offset(mid) < t {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}

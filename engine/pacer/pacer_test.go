@@ -157,3 +157,66 @@ func BenchmarkOffset(b *testing.B) {
 	}
 	_ = s
 }
+
+func TestBefore(t *testing.T) {
+	mustNew := func(rate uint32, d, ramp time.Duration) Pacer {
+		t.Helper()
+		p, err := New(rate, d, ramp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		p    Pacer
+		t    time.Duration
+		want uint64
+	}{
+		{"before the first", mustNew(9, time.Minute, 0), 0, 0},
+		{"at the first", mustNew(9, time.Minute, 0), 1, 1},
+		{"first second", mustNew(9, time.Minute, 0), time.Second, 9},
+		{"just past a due time", mustNew(9, time.Minute, 0), time.Second + 1, 10},
+		{"a due time is not before itself", mustNew(4, time.Second, 0), 250 * time.Millisecond, 1},
+		{"past the last", mustNew(9, time.Minute, 0), time.Hour, 540},
+		{"negative", mustNew(9, time.Minute, 0), -time.Second, 0},
+		// Ramp 0 -> 20/s over 1 s: 10 requests due in it, at sqrt(i/10) s.
+		{"ramp half", mustNew(20, 2*time.Second, time.Second), 500 * time.Millisecond, 3},
+		{"ramp end", mustNew(20, 2*time.Second, time.Second), time.Second, 10},
+		{"after the ramp", mustNew(20, 2*time.Second, time.Second), 1500 * time.Millisecond, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.p.Before(tt.t); got != tt.want {
+				t.Errorf("Before(%v) = %d, want %d", tt.t, got, tt.want)
+			}
+		})
+	}
+}
+
+// Before agrees with Offset at every due time: the count before request
+// i's due time is the first index due then.
+func TestBeforeAgreesWithOffset(t *testing.T) {
+	for _, p := range []struct {
+		rate    uint32
+		d, ramp time.Duration
+	}{{7, 3 * time.Second, 0}, {20, 4 * time.Second, 2 * time.Second}, {1000, time.Second, 0}} {
+		pc, err := New(p.rate, p.d, p.ramp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := uint64(0); i < pc.Planned(); i++ {
+			off := pc.Offset(i)
+			first := i
+			for first > 0 && pc.Offset(first-1) == off {
+				first--
+			}
+			if got := pc.Before(off); got != first {
+				t.Fatalf("rate %d ramp %v: Before(Offset(%d)=%v) = %d, want %d", p.rate, p.ramp, i, off, got, first)
+			}
+			if got := pc.Before(off + 1); got <= i {
+				t.Fatalf("rate %d ramp %v: Before(Offset(%d)+1) = %d, want > %d", p.rate, p.ramp, i, got, i)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
-// Package clock lets long-running harness programs wait on time without
-// sleeping for real in tests: programs take a Clock, main passes Real, and
-// tests pass a Fake they advance by hand.
+// Package clock lets long-running programs wait on time without sleeping
+// for real in tests: programs take a Clock, main passes Real, and tests
+// pass a Fake they advance by hand. A program that waits for time or for
+// something else, whichever comes first, selects on a Timer's channel.
 package clock
 
 import (
@@ -16,6 +17,19 @@ type Clock interface {
 	// Sleep waits for d or until ctx is done, and returns ctx.Err() in the
 	// latter case.
 	Sleep(ctx context.Context, d time.Duration) error
+	// NewTimer starts a timer that delivers the clock's time on its
+	// channel once, d from now (at once for d <= 0).
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a one-shot timer of a Clock.
+type Timer interface {
+	// C delivers the time the timer fired; it is buffered, so a timer
+	// nobody reads never blocks the clock.
+	C() <-chan time.Time
+	// Stop keeps the timer from firing. It reports whether it did: false
+	// when the timer had already fired or been stopped.
+	Stop() bool
 }
 
 // Real is the wall clock.
@@ -39,10 +53,19 @@ func (Real) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// NewTimer starts a time.Timer.
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop() bool          { return r.t.Stop() }
+
 var _ Clock = Real{}
 
-// Fake is a clock that moves only when told. Sleepers wake when Advance
-// moves the time to or past their deadline.
+// Fake is a clock that moves only when told. Sleepers wake, and timers
+// fire, when Advance moves the time to or past their deadline; a pending
+// timer counts as a sleeper (its owner waits on it).
 type Fake struct {
 	mu       sync.Mutex
 	now      time.Time
@@ -52,9 +75,20 @@ type Fake struct {
 	changed chan struct{}
 }
 
+// sleeper is a goroutine in Sleep (done is closed to wake it) or a pending
+// timer (c receives the time).
 type sleeper struct {
 	until time.Time
 	done  chan struct{}
+	c     chan time.Time
+}
+
+func (s *sleeper) wake(now time.Time) {
+	if s.c != nil {
+		s.c <- now // buffered, and fired once
+		return
+	}
+	close(s.done)
 }
 
 var _ Clock = (*Fake)(nil)
@@ -79,19 +113,12 @@ func (f *Fake) Sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 	s := &sleeper{until: f.now.Add(d), done: make(chan struct{})}
-	f.sleepers = append(f.sleepers, s)
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.add(s)
 	f.mu.Unlock()
 	select {
 	case <-ctx.Done():
 		f.mu.Lock()
-		for i, o := range f.sleepers {
-			if o == s {
-				f.sleepers = append(f.sleepers[:i], f.sleepers[i+1:]...)
-				break
-			}
-		}
+		f.remove(s)
 		f.mu.Unlock()
 		return ctx.Err()
 	case <-s.done:
@@ -99,8 +126,54 @@ func (f *Fake) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Advance moves the clock forward by d and wakes every sleeper whose
-// deadline has come, earliest first.
+// add registers a sleeper and tells WaitForSleepers; f.mu is held.
+func (f *Fake) add(s *sleeper) {
+	f.sleepers = append(f.sleepers, s)
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// remove unregisters a sleeper that has not woken; f.mu is held. It
+// reports whether s was still waiting.
+func (f *Fake) remove(s *sleeper) bool {
+	for i, o := range f.sleepers {
+		if o == s {
+			f.sleepers = append(f.sleepers[:i], f.sleepers[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// NewTimer starts a timer that fires when Advance reaches now+d; for
+// d <= 0 it has fired already.
+func (f *Fake) NewTimer(d time.Duration) Timer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &sleeper{until: f.now.Add(d), c: make(chan time.Time, 1)}
+	if d <= 0 {
+		s.c <- f.now
+		return &fakeTimer{f: f, s: s}
+	}
+	f.add(s)
+	return &fakeTimer{f: f, s: s}
+}
+
+type fakeTimer struct {
+	f *Fake
+	s *sleeper
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.s.c }
+
+func (t *fakeTimer) Stop() bool {
+	t.f.mu.Lock()
+	defer t.f.mu.Unlock()
+	return t.f.remove(t.s)
+}
+
+// Advance moves the clock forward by d and wakes every sleeper (and fires
+// every timer) whose deadline has come, earliest first.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -109,7 +182,7 @@ func (f *Fake) Advance(d time.Duration) {
 	kept := f.sleepers[:0]
 	for _, s := range f.sleepers {
 		if !s.until.After(f.now) {
-			close(s.done)
+			s.wake(f.now)
 			continue
 		}
 		kept = append(kept, s)
@@ -117,15 +190,16 @@ func (f *Fake) Advance(d time.Duration) {
 	f.sleepers = kept
 }
 
-// Sleepers returns how many goroutines are blocked in Sleep.
+// Sleepers returns how many goroutines are blocked in Sleep, plus the
+// timers that have not fired nor been stopped.
 func (f *Fake) Sleepers() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.sleepers)
 }
 
-// WaitForSleepers blocks until at least n goroutines are blocked in Sleep,
-// or ctx is done. Tests call it before Advance so the program under test is
+// WaitForSleepers blocks until at least n goroutines are blocked in Sleep
+// (or timers pending), or ctx is done. Tests call it before Advance so the program under test is
 // known to be waiting.
 func (f *Fake) WaitForSleepers(ctx context.Context, n int) error {
 	for {

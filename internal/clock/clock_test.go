@@ -76,3 +76,82 @@ func TestFakeDrive(t *testing.T) {
 		t.Fatal("Drive reported an end that never came")
 	}
 }
+
+func TestFakeTimer(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	tm := f.NewTimer(time.Second)
+	if n := f.Sleepers(); n != 1 {
+		t.Fatalf("sleepers = %d with a pending timer, want 1", n)
+	}
+	f.Advance(999 * time.Millisecond)
+	select {
+	case at := <-tm.C():
+		t.Fatalf("fired at %v, before its deadline", at)
+	default:
+	}
+	f.Advance(time.Millisecond)
+	select {
+	case at := <-tm.C():
+		if !at.Equal(time.Unix(1, 0)) {
+			t.Errorf("fired with %v, want 1s", at)
+		}
+	default:
+		t.Fatal("did not fire at its deadline")
+	}
+	if tm.Stop() {
+		t.Error("Stop of a fired timer reported true")
+	}
+	if n := f.Sleepers(); n != 0 {
+		t.Errorf("sleepers = %d after the timer fired", n)
+	}
+}
+
+func TestFakeTimerStop(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	tm := f.NewTimer(time.Second)
+	if !tm.Stop() {
+		t.Fatal("Stop of a pending timer reported false")
+	}
+	if n := f.Sleepers(); n != 0 {
+		t.Fatalf("sleepers = %d after Stop", n)
+	}
+	f.Advance(time.Hour)
+	select {
+	case <-tm.C():
+		t.Fatal("a stopped timer fired")
+	default:
+	}
+	if tm.Stop() {
+		t.Error("second Stop reported true")
+	}
+	// A timer of no duration has fired when it is made.
+	select {
+	case at := <-f.NewTimer(0).C():
+		if !at.Equal(time.Unix(3600, 0)) {
+			t.Errorf("zero timer fired with %v", at)
+		}
+	default:
+		t.Error("a zero timer did not fire at once")
+	}
+}
+
+func TestFakeDriveWakesTimers(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	done := make(chan error, 1)
+	go func() {
+		tm := f.NewTimer(time.Minute)
+		<-tm.C()
+		done <- nil
+	}()
+	if _, ended := f.Drive(time.Minute, 10, done); !ended {
+		t.Fatal("Drive did not fire the timer a goroutine waits on")
+	}
+}
+
+func TestRealTimer(t *testing.T) {
+	tm := Real{}.NewTimer(time.Hour)
+	if !tm.Stop() {
+		t.Error("Stop of a pending real timer reported false")
+	}
+	<-Real{}.NewTimer(0).C()
+}

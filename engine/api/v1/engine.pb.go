@@ -300,10 +300,23 @@ type ExecuteRequest struct {
 	// Request timeout; bounds connect and the final drain. 0 means 30 s.
 	Timeout *durationpb.Duration `protobuf:"bytes,15,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	Tls     *TLS                 `protobuf:"bytes,16,opt,name=tls,proto3" json:"tls,omitempty"`
-	// How often Progress is sent; 0 means never.
+	// How often Progress is sent; 0 means never. Progress also carries the
+	// timeline (see Progress), so a driver that keeps a live record asks for
+	// a short one, such as 1 s; at least 10 ms.
 	ProgressInterval *durationpb.Duration `protobuf:"bytes,17,opt,name=progress_interval,json=progressInterval,proto3" json:"progress_interval,omitempty"`
 	// Optional statsd sink.
-	Stats         *Stats `protobuf:"bytes,18,opt,name=stats,proto3" json:"stats,omitempty"`
+	Stats *Stats `protobuf:"bytes,18,opt,name=stats,proto3" json:"stats,omitempty"`
+	// Width of the timeline's buckets (see Bucket): a whole number of
+	// milliseconds from 100 ms to 1 h, and at most 100,000 buckets over the
+	// execution. 0 means 1 s, or the least whole number of seconds that keeps
+	// the execution within 100,000 buckets (over 27 h 46 min); Started says
+	// which. Any other width is refused with INVALID_ARGUMENT, as is one whose
+	// bucket could hold 2^32 requests or more (rate x workers x width).
+	BucketWidth *durationpb.Duration `protobuf:"bytes,19,opt,name=bucket_width,json=bucketWidth,proto3" json:"bucket_width,omitempty"`
+	// How many failures the engine describes one by one in FailureSamples;
+	// later failures are only counted, per bucket (Bucket.samples_dropped).
+	// 0 means 10,000; at most 100,000.
+	SampleBudget  uint32 `protobuf:"varint,20,opt,name=sample_budget,json=sampleBudget,proto3" json:"sample_budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -464,6 +477,20 @@ func (x *ExecuteRequest) GetStats() *Stats {
 	return nil
 }
 
+func (x *ExecuteRequest) GetBucketWidth() *durationpb.Duration {
+	if x != nil {
+		return x.BucketWidth
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetSampleBudget() uint32 {
+	if x != nil {
+		return x.SampleBudget
+	}
+	return 0
+}
+
 // ExecuteEvent is one event of an execution's stream.
 type ExecuteEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -568,8 +595,18 @@ type Started struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	BackendName string                 `protobuf:"bytes,2,opt,name=backend_name,json=backendName,proto3" json:"backend_name,omitempty"`
-	// When request 0 is due.
-	StartTime     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// When request 0 is due. Every offset of the timeline (bucket starts,
+	// a sample's due and outcome times) counts from it.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// The width of the timeline's buckets, as ExecuteRequest.bucket_width
+	// asked or as its default made it.
+	BucketWidth *durationpb.Duration `protobuf:"bytes,4,opt,name=bucket_width,json=bucketWidth,proto3" json:"bucket_width,omitempty"`
+	// The number of buckets of the execution: indexes 0 to buckets-1, the
+	// last one holding the due time of the last planned request. Each is
+	// sent exactly once, in some Progress before the Result.
+	Buckets uint32 `protobuf:"varint,5,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	// The execution's budget of failure samples.
+	SampleBudget  uint32 `protobuf:"varint,6,opt,name=sample_budget,json=sampleBudget,proto3" json:"sample_budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -625,8 +662,39 @@ func (x *Started) GetStartTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// Progress is a cumulative snapshot: counters and a latency summary,
-// never histogram copies.
+func (x *Started) GetBucketWidth() *durationpb.Duration {
+	if x != nil {
+		return x.BucketWidth
+	}
+	return nil
+}
+
+func (x *Started) GetBuckets() uint32 {
+	if x != nil {
+		return x.Buckets
+	}
+	return 0
+}
+
+func (x *Started) GetSampleBudget() uint32 {
+	if x != nil {
+		return x.SampleBudget
+	}
+	return 0
+}
+
+// Progress is a cumulative snapshot (counters and a latency summary, never
+// histogram copies) and what is new of the timeline: the buckets that
+// became final and the failure samples recorded since the previous
+// Progress, each sent exactly once. Its counters include everything in the
+// buckets and samples sent so far. A Progress carries at most 1,000
+// buckets and 1,000 samples; when more are waiting, further Progress
+// events follow at once. When the execution ends, every bucket and sample
+// not yet sent goes out in one or more last Progress events, after the
+// last outcome and before the Result, so that a driver that read the
+// stream to its Result holds the whole timeline; the Result itself carries
+// none. With progress_interval 0 no Progress is sent, the timeline
+// included.
 type Progress struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Elapsed       *durationpb.Duration   `protobuf:"bytes,1,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
@@ -634,8 +702,14 @@ type Progress struct {
 	LatencyCount  uint64                 `protobuf:"varint,3,opt,name=latency_count,json=latencyCount,proto3" json:"latency_count,omitempty"`
 	LatencyMeanNs float64                `protobuf:"fixed64,4,opt,name=latency_mean_ns,json=latencyMeanNs,proto3" json:"latency_mean_ns,omitempty"`
 	LatencyMaxNs  int64                  `protobuf:"varint,5,opt,name=latency_max_ns,json=latencyMaxNs,proto3" json:"latency_max_ns,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Buckets that became final since the previous Progress, in the order
+	// they did (not always index order: a bucket waits for its slowest
+	// request).
+	Buckets []*Bucket `protobuf:"bytes,6,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// Failure samples recorded since the previous Progress.
+	FailureSamples []*FailureSample `protobuf:"bytes,7,rep,name=failure_samples,json=failureSamples,proto3" json:"failure_samples,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Progress) Reset() {
@@ -703,6 +777,289 @@ func (x *Progress) GetLatencyMaxNs() int64 {
 	return 0
 }
 
+func (x *Progress) GetBuckets() []*Bucket {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *Progress) GetFailureSamples() []*FailureSample {
+	if x != nil {
+		return x.FailureSamples
+	}
+	return nil
+}
+
+// Bucket is one interval of an execution's timeline: every request whose
+// due time (start_time + the pacer's offset, the intended send time) falls
+// in [index x width, (index+1) x width) from start_time, whenever it was
+// sent or answered, with the outcome it got. A bucket is final, and sent,
+// once its interval is past for every worker's pacer and every request due
+// in it has its outcome; its counts never change after. Summed over all
+// buckets, counters equal the Result's counters name by name, and unsent
+// the Result's unsent, exactly.
+type Bucket struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// Counters of the requests due in the bucket, by the Result's names
+	// (outcome classes, detail counters, benchmark.late_sends); zero
+	// counters are omitted.
+	Counters map[string]uint64 `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Requests due in the bucket that a cancel left unsent.
+	Unsent uint64 `protobuf:"varint,3,opt,name=unsent,proto3" json:"unsent,omitempty"`
+	// Latency of the bucket's 2xx responses, from the due time, in ns:
+	// latency_count equals counters["benchmark.http_2xx"]; max is exact;
+	// p50 and p99 come from a log-linear histogram of 64 steps per power of
+	// two, so each is at least the exact percentile (the value of rank
+	// ceil(q x count)) and at most 1/64 (1.6 %) above it, and never above
+	// max. All zero when the bucket has no 2xx.
+	LatencyCount uint64 `protobuf:"varint,4,opt,name=latency_count,json=latencyCount,proto3" json:"latency_count,omitempty"`
+	LatencyP50Ns int64  `protobuf:"varint,5,opt,name=latency_p50_ns,json=latencyP50Ns,proto3" json:"latency_p50_ns,omitempty"`
+	LatencyP99Ns int64  `protobuf:"varint,6,opt,name=latency_p99_ns,json=latencyP99Ns,proto3" json:"latency_p99_ns,omitempty"`
+	LatencyMaxNs int64  `protobuf:"varint,7,opt,name=latency_max_ns,json=latencyMaxNs,proto3" json:"latency_max_ns,omitempty"`
+	// Failures of the bucket (zero-failure set) that found the sample budget
+	// spent: counted, not sampled. In every bucket, the samples due in it
+	// plus samples_dropped equal the sum of its 4xx, 5xx, stream_resets,
+	// pool_connection_failure, pool_failure_timeout, pool_overflow and
+	// http_inflight_lost counters.
+	SamplesDropped uint64 `protobuf:"varint,8,opt,name=samples_dropped,json=samplesDropped,proto3" json:"samples_dropped,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Bucket) Reset() {
+	*x = Bucket{}
+	mi := &file_engine_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Bucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Bucket) ProtoMessage() {}
+
+func (x *Bucket) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
+func (*Bucket) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Bucket) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Bucket) GetCounters() map[string]uint64 {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
+func (x *Bucket) GetUnsent() uint64 {
+	if x != nil {
+		return x.Unsent
+	}
+	return 0
+}
+
+func (x *Bucket) GetLatencyCount() uint64 {
+	if x != nil {
+		return x.LatencyCount
+	}
+	return 0
+}
+
+func (x *Bucket) GetLatencyP50Ns() int64 {
+	if x != nil {
+		return x.LatencyP50Ns
+	}
+	return 0
+}
+
+func (x *Bucket) GetLatencyP99Ns() int64 {
+	if x != nil {
+		return x.LatencyP99Ns
+	}
+	return 0
+}
+
+func (x *Bucket) GetLatencyMaxNs() int64 {
+	if x != nil {
+		return x.LatencyMaxNs
+	}
+	return 0
+}
+
+func (x *Bucket) GetSamplesDropped() uint64 {
+	if x != nil {
+		return x.SamplesDropped
+	}
+	return 0
+}
+
+// FailureSample describes one failed request: one of the classes a clean
+// run holds at zero (4xx, 5xx, resets, connection failures and timeouts,
+// overflow, in-flight losses). Every sample's failure is in its bucket's
+// counters and in the Result's; the execution's first sample_budget
+// failures (in the order they were counted) have one.
+type FailureSample struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Index of the bucket its due time falls in.
+	Bucket uint32 `protobuf:"varint,1,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	// Due time (intended send time) and the moment its outcome was counted,
+	// as offsets from start_time in ns; for a response, the outcome is when
+	// its last bytes reached the socket.
+	DueNs     int64 `protobuf:"varint,2,opt,name=due_ns,json=dueNs,proto3" json:"due_ns,omitempty"`
+	OutcomeNs int64 `protobuf:"varint,3,opt,name=outcome_ns,json=outcomeNs,proto3" json:"outcome_ns,omitempty"`
+	// outcome_ns - due_ns.
+	LatencyNs int64 `protobuf:"varint,4,opt,name=latency_ns,json=latencyNs,proto3" json:"latency_ns,omitempty"`
+	// Outcome class, a counter name such as "benchmark.stream_resets".
+	Class string `protobuf:"bytes,5,opt,name=class,proto3" json:"class,omitempty"`
+	// The detail counter that says why, when the class has one:
+	// "benchmark.stream_resets_<reason>" for a reset,
+	// "benchmark.pool_failure_local_connection_failure" or "..._remote_..."
+	// for a connection failure; empty otherwise.
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// For a reset, the phase counter: "benchmark.stream_resets_before_headers"
+	// or "benchmark.stream_resets_incomplete_body"; empty otherwise.
+	Phase string `protobuf:"bytes,7,opt,name=phase,proto3" json:"phase,omitempty"`
+	// HTTP status code of a 4xx or 5xx response; 0 otherwise.
+	Status uint32 `protobuf:"varint,8,opt,name=status,proto3" json:"status,omitempty"`
+	// The connection's peer, ip:port as the socket reached it (the replica,
+	// not the URL's host); empty when no connection was made.
+	Remote string `protobuf:"bytes,9,opt,name=remote,proto3" json:"remote,omitempty"`
+	// Age of the connection at the outcome, in ns; 0 without a connection.
+	ConnAgeNs int64 `protobuf:"varint,10,opt,name=conn_age_ns,json=connAgeNs,proto3" json:"conn_age_ns,omitempty"`
+	// Requests the connection carried before this one (0: its first).
+	ConnRequests  uint64 `protobuf:"varint,11,opt,name=conn_requests,json=connRequests,proto3" json:"conn_requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FailureSample) Reset() {
+	*x = FailureSample{}
+	mi := &file_engine_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FailureSample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FailureSample) ProtoMessage() {}
+
+func (x *FailureSample) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FailureSample.ProtoReflect.Descriptor instead.
+func (*FailureSample) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FailureSample) GetBucket() uint32 {
+	if x != nil {
+		return x.Bucket
+	}
+	return 0
+}
+
+func (x *FailureSample) GetDueNs() int64 {
+	if x != nil {
+		return x.DueNs
+	}
+	return 0
+}
+
+func (x *FailureSample) GetOutcomeNs() int64 {
+	if x != nil {
+		return x.OutcomeNs
+	}
+	return 0
+}
+
+func (x *FailureSample) GetLatencyNs() int64 {
+	if x != nil {
+		return x.LatencyNs
+	}
+	return 0
+}
+
+func (x *FailureSample) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *FailureSample) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *FailureSample) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *FailureSample) GetStatus() uint32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *FailureSample) GetRemote() string {
+	if x != nil {
+		return x.Remote
+	}
+	return ""
+}
+
+func (x *FailureSample) GetConnAgeNs() int64 {
+	if x != nil {
+		return x.ConnAgeNs
+	}
+	return 0
+}
+
+func (x *FailureSample) GetConnRequests() uint64 {
+	if x != nil {
+		return x.ConnRequests
+	}
+	return 0
+}
+
 // Statistic summarises one histogram.
 type Statistic struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -725,7 +1082,7 @@ type Statistic struct {
 
 func (x *Statistic) Reset() {
 	*x = Statistic{}
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +1094,7 @@ func (x *Statistic) String() string {
 func (*Statistic) ProtoMessage() {}
 
 func (x *Statistic) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +1107,7 @@ func (x *Statistic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Statistic.ProtoReflect.Descriptor instead.
 func (*Statistic) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{7}
+	return file_engine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Statistic) GetId() string {
@@ -857,7 +1214,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +1226,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +1239,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{8}
+	return file_engine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Result) GetExecutionId() string {
@@ -957,7 +1314,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1326,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1339,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{9}
+	return file_engine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelRequest) GetExecutionId() string {
@@ -1002,7 +1359,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1371,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1384,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{10}
+	return file_engine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelResponse) GetFound() bool {
@@ -1045,7 +1402,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1414,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,23 +1427,41 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{11}
+	return file_engine_proto_rawDescGZIP(), []int{13}
 }
 
+// InfoResponse describes the engine: what it is, what it runs now, and the
+// build and host that made its numbers (a driver records them with the run).
 type InfoResponse struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
 	Version                 string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
 	BackendName             string                 `protobuf:"bytes,2,opt,name=backend_name,json=backendName,proto3" json:"backend_name,omitempty"`
 	MaxConcurrentExecutions uint32                 `protobuf:"varint,3,opt,name=max_concurrent_executions,json=maxConcurrentExecutions,proto3" json:"max_concurrent_executions,omitempty"`
 	// Labels of the executions running now.
-	Running       []string `protobuf:"bytes,4,rep,name=running,proto3" json:"running,omitempty"`
+	Running []string `protobuf:"bytes,4,rep,name=running,proto3" json:"running,omitempty"`
+	// Kernel release of the engine's host, as uname -r prints it; empty off
+	// Linux.
+	Kernel string `protobuf:"bytes,5,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	// CPUs the engine's process may run on (Go's runtime.NumCPU).
+	Cpus uint32 `protobuf:"varint,6,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	// The Go toolchain the engine was built with, such as "go1.26.0".
+	GoVersion string `protobuf:"bytes,7,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	// The source revision the engine was built from and whether that
+	// checkout had uncommitted changes (vcs.revision and vcs.modified of its
+	// build info); empty and false for a build without version control
+	// information.
+	VcsRevision string `protobuf:"bytes,8,opt,name=vcs_revision,json=vcsRevision,proto3" json:"vcs_revision,omitempty"`
+	VcsModified bool   `protobuf:"varint,9,opt,name=vcs_modified,json=vcsModified,proto3" json:"vcs_modified,omitempty"`
+	// The Go scheduler's GOMAXPROCS: at most cpus, lower under a container's
+	// CPU limit.
+	Gomaxprocs    uint32 `protobuf:"varint,10,opt,name=gomaxprocs,proto3" json:"gomaxprocs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1473,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1486,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{12}
+	return file_engine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -1142,6 +1517,48 @@ func (x *InfoResponse) GetRunning() []string {
 	return nil
 }
 
+func (x *InfoResponse) GetKernel() string {
+	if x != nil {
+		return x.Kernel
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetCpus() uint32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetVcsRevision() string {
+	if x != nil {
+		return x.VcsRevision
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetVcsModified() bool {
+	if x != nil {
+		return x.VcsModified
+	}
+	return false
+}
+
+func (x *InfoResponse) GetGomaxprocs() uint32 {
+	if x != nil {
+		return x.Gomaxprocs
+	}
+	return 0
+}
+
 var File_engine_proto protoreflect.FileDescriptor
 
 const file_engine_proto_rawDesc = "" +
@@ -1163,7 +1580,7 @@ const file_engine_proto_rawDesc = "" +
 	"\bscenario\x18\x03 \x01(\tR\bscenario\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12@\n" +
 	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12\x18\n" +
-	"\abackend\x18\x06 \x01(\tR\abackend\"\xd0\x05\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\"\xb3\x06\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x10\n" +
@@ -1184,26 +1601,60 @@ const file_engine_proto_rawDesc = "" +
 	"\atimeout\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12'\n" +
 	"\x03tls\x18\x10 \x01(\v2\x15.sortie.engine.v1.TLSR\x03tls\x12F\n" +
 	"\x11progress_interval\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\x10progressInterval\x12-\n" +
-	"\x05stats\x18\x12 \x01(\v2\x17.sortie.engine.v1.StatsR\x05stats\"\xbc\x01\n" +
+	"\x05stats\x18\x12 \x01(\v2\x17.sortie.engine.v1.StatsR\x05stats\x12<\n" +
+	"\fbucket_width\x18\x13 \x01(\v2\x19.google.protobuf.DurationR\vbucketWidth\x12#\n" +
+	"\rsample_budget\x18\x14 \x01(\rR\fsampleBudget\"\xbc\x01\n" +
 	"\fExecuteEvent\x125\n" +
 	"\astarted\x18\x01 \x01(\v2\x19.sortie.engine.v1.StartedH\x00R\astarted\x128\n" +
 	"\bprogress\x18\x02 \x01(\v2\x1a.sortie.engine.v1.ProgressH\x00R\bprogress\x122\n" +
 	"\x06result\x18\x03 \x01(\v2\x18.sortie.engine.v1.ResultH\x00R\x06resultB\a\n" +
-	"\x05event\"\x8a\x01\n" +
+	"\x05event\"\x87\x02\n" +
 	"\aStarted\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12!\n" +
 	"\fbackend_name\x18\x02 \x01(\tR\vbackendName\x129\n" +
 	"\n" +
-	"start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\"\xb5\x02\n" +
+	"start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12<\n" +
+	"\fbucket_width\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vbucketWidth\x12\x18\n" +
+	"\abuckets\x18\x05 \x01(\rR\abuckets\x12#\n" +
+	"\rsample_budget\x18\x06 \x01(\rR\fsampleBudget\"\xb3\x03\n" +
 	"\bProgress\x123\n" +
 	"\aelapsed\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\aelapsed\x12D\n" +
 	"\bcounters\x18\x02 \x03(\v2(.sortie.engine.v1.Progress.CountersEntryR\bcounters\x12#\n" +
 	"\rlatency_count\x18\x03 \x01(\x04R\flatencyCount\x12&\n" +
 	"\x0flatency_mean_ns\x18\x04 \x01(\x01R\rlatencyMeanNs\x12$\n" +
-	"\x0elatency_max_ns\x18\x05 \x01(\x03R\flatencyMaxNs\x1a;\n" +
+	"\x0elatency_max_ns\x18\x05 \x01(\x03R\flatencyMaxNs\x122\n" +
+	"\abuckets\x18\x06 \x03(\v2\x18.sortie.engine.v1.BucketR\abuckets\x12H\n" +
+	"\x0ffailure_samples\x18\a \x03(\v2\x1f.sortie.engine.v1.FailureSampleR\x0efailureSamples\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xdf\x01\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xf7\x02\n" +
+	"\x06Bucket\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12B\n" +
+	"\bcounters\x18\x02 \x03(\v2&.sortie.engine.v1.Bucket.CountersEntryR\bcounters\x12\x16\n" +
+	"\x06unsent\x18\x03 \x01(\x04R\x06unsent\x12#\n" +
+	"\rlatency_count\x18\x04 \x01(\x04R\flatencyCount\x12$\n" +
+	"\x0elatency_p50_ns\x18\x05 \x01(\x03R\flatencyP50Ns\x12$\n" +
+	"\x0elatency_p99_ns\x18\x06 \x01(\x03R\flatencyP99Ns\x12$\n" +
+	"\x0elatency_max_ns\x18\a \x01(\x03R\flatencyMaxNs\x12'\n" +
+	"\x0fsamples_dropped\x18\b \x01(\x04R\x0esamplesDropped\x1a;\n" +
+	"\rCountersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xb5\x02\n" +
+	"\rFailureSample\x12\x16\n" +
+	"\x06bucket\x18\x01 \x01(\rR\x06bucket\x12\x15\n" +
+	"\x06due_ns\x18\x02 \x01(\x03R\x05dueNs\x12\x1d\n" +
+	"\n" +
+	"outcome_ns\x18\x03 \x01(\x03R\toutcomeNs\x12\x1d\n" +
+	"\n" +
+	"latency_ns\x18\x04 \x01(\x03R\tlatencyNs\x12\x14\n" +
+	"\x05class\x18\x05 \x01(\tR\x05class\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05phase\x18\a \x01(\tR\x05phase\x12\x16\n" +
+	"\x06status\x18\b \x01(\rR\x06status\x12\x16\n" +
+	"\x06remote\x18\t \x01(\tR\x06remote\x12\x1e\n" +
+	"\vconn_age_ns\x18\n" +
+	" \x01(\x03R\tconnAgeNs\x12#\n" +
+	"\rconn_requests\x18\v \x01(\x04R\fconnRequests\"\xdf\x01\n" +
 	"\tStatistic\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x12\n" +
@@ -1237,12 +1688,22 @@ const file_engine_proto_rawDesc = "" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"&\n" +
 	"\x0eCancelResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\"\r\n" +
-	"\vInfoRequest\"\xa1\x01\n" +
+	"\vInfoRequest\"\xd2\x02\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12!\n" +
 	"\fbackend_name\x18\x02 \x01(\tR\vbackendName\x12:\n" +
 	"\x19max_concurrent_executions\x18\x03 \x01(\rR\x17maxConcurrentExecutions\x12\x18\n" +
-	"\arunning\x18\x04 \x03(\tR\arunning2\xeb\x01\n" +
+	"\arunning\x18\x04 \x03(\tR\arunning\x12\x16\n" +
+	"\x06kernel\x18\x05 \x01(\tR\x06kernel\x12\x12\n" +
+	"\x04cpus\x18\x06 \x01(\rR\x04cpus\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\a \x01(\tR\tgoVersion\x12!\n" +
+	"\fvcs_revision\x18\b \x01(\tR\vvcsRevision\x12!\n" +
+	"\fvcs_modified\x18\t \x01(\bR\vvcsModified\x12\x1e\n" +
+	"\n" +
+	"gomaxprocs\x18\n" +
+	" \x01(\rR\n" +
+	"gomaxprocs2\xeb\x01\n" +
 	"\x06Engine\x12M\n" +
 	"\aExecute\x12 .sortie.engine.v1.ExecuteRequest\x1a\x1e.sortie.engine.v1.ExecuteEvent0\x01\x12K\n" +
 	"\x06Cancel\x12\x1f.sortie.engine.v1.CancelRequest\x1a .sortie.engine.v1.CancelResponse\x12E\n" +
@@ -1260,7 +1721,7 @@ func file_engine_proto_rawDescGZIP() []byte {
 	return file_engine_proto_rawDescData
 }
 
-var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_engine_proto_goTypes = []any{
 	(*Header)(nil),                // 0: sortie.engine.v1.Header
 	(*TLS)(nil),                   // 1: sortie.engine.v1.TLS
@@ -1269,48 +1730,56 @@ var file_engine_proto_goTypes = []any{
 	(*ExecuteEvent)(nil),          // 4: sortie.engine.v1.ExecuteEvent
 	(*Started)(nil),               // 5: sortie.engine.v1.Started
 	(*Progress)(nil),              // 6: sortie.engine.v1.Progress
-	(*Statistic)(nil),             // 7: sortie.engine.v1.Statistic
-	(*Result)(nil),                // 8: sortie.engine.v1.Result
-	(*CancelRequest)(nil),         // 9: sortie.engine.v1.CancelRequest
-	(*CancelResponse)(nil),        // 10: sortie.engine.v1.CancelResponse
-	(*InfoRequest)(nil),           // 11: sortie.engine.v1.InfoRequest
-	(*InfoResponse)(nil),          // 12: sortie.engine.v1.InfoResponse
-	nil,                           // 13: sortie.engine.v1.Progress.CountersEntry
-	nil,                           // 14: sortie.engine.v1.Result.CountersEntry
-	(*durationpb.Duration)(nil),   // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*Bucket)(nil),                // 7: sortie.engine.v1.Bucket
+	(*FailureSample)(nil),         // 8: sortie.engine.v1.FailureSample
+	(*Statistic)(nil),             // 9: sortie.engine.v1.Statistic
+	(*Result)(nil),                // 10: sortie.engine.v1.Result
+	(*CancelRequest)(nil),         // 11: sortie.engine.v1.CancelRequest
+	(*CancelResponse)(nil),        // 12: sortie.engine.v1.CancelResponse
+	(*InfoRequest)(nil),           // 13: sortie.engine.v1.InfoRequest
+	(*InfoResponse)(nil),          // 14: sortie.engine.v1.InfoResponse
+	nil,                           // 15: sortie.engine.v1.Progress.CountersEntry
+	nil,                           // 16: sortie.engine.v1.Bucket.CountersEntry
+	nil,                           // 17: sortie.engine.v1.Result.CountersEntry
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
 }
 var file_engine_proto_depIdxs = []int32{
-	15, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
+	18, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
 	0,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
-	15, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
-	15, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
-	16, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
-	15, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	18, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
+	18, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
+	19, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
+	18, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
 	1,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
-	15, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
+	18, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
 	2,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
-	5,  // 9: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
-	6,  // 10: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
-	8,  // 11: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
-	16, // 12: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
-	15, // 13: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
-	13, // 14: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
-	14, // 15: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
-	7,  // 16: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
-	16, // 17: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	15, // 18: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	3,  // 19: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
-	9,  // 20: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
-	11, // 21: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
-	4,  // 22: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
-	10, // 23: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
-	12, // 24: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
-	22, // [22:25] is the sub-list for method output_type
-	19, // [19:22] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
+	5,  // 10: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
+	6,  // 11: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
+	10, // 12: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
+	19, // 13: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
+	18, // 14: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
+	18, // 15: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
+	15, // 16: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
+	7,  // 17: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
+	8,  // 18: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
+	16, // 19: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
+	17, // 20: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
+	9,  // 21: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
+	19, // 22: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	18, // 23: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	3,  // 24: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
+	11, // 25: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
+	13, // 26: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
+	4,  // 27: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
+	12, // 28: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
+	14, // 29: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
+	27, // [27:30] is the sub-list for method output_type
+	24, // [24:27] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_engine_proto_init() }
@@ -1329,7 +1798,7 @@ func file_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_proto_rawDesc), len(file_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

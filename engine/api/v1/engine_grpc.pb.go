@@ -37,7 +37,11 @@ type EngineClient interface {
 	// Execute runs one execution and streams its events: one Started, any
 	// number of Progress snapshots, and one Result last. A start over the
 	// engine's cap of concurrent executions is refused with RESOURCE_EXHAUSTED
-	// before any event is sent.
+	// before any event is sent, with a google.rpc.ErrorInfo detail (domain
+	// sortie.engine.v1, reason EXECUTION_CAP, the cap in metadata
+	// max_concurrent_executions): the only RESOURCE_EXHAUSTED the engine
+	// returns. An engine that cannot build the execution (out of descriptors,
+	// say) answers UNAVAILABLE.
 	Execute(ctx context.Context, in *ExecuteRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteEvent], error)
 	// Cancel ends a running execution early; its Execute stream still
 	// delivers the Result with the counters gathered so far.
@@ -103,7 +107,11 @@ type EngineServer interface {
 	// Execute runs one execution and streams its events: one Started, any
 	// number of Progress snapshots, and one Result last. A start over the
 	// engine's cap of concurrent executions is refused with RESOURCE_EXHAUSTED
-	// before any event is sent.
+	// before any event is sent, with a google.rpc.ErrorInfo detail (domain
+	// sortie.engine.v1, reason EXECUTION_CAP, the cap in metadata
+	// max_concurrent_executions): the only RESOURCE_EXHAUSTED the engine
+	// returns. An engine that cannot build the execution (out of descriptors,
+	// say) answers UNAVAILABLE.
 	Execute(*ExecuteRequest, grpc.ServerStreamingServer[ExecuteEvent]) error
 	// Cancel ends a running execution early; its Execute stream still
 	// delivers the Result with the counters gathered so far.
