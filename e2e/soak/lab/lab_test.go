@@ -231,7 +231,7 @@ func TestIntegrationLabLostEngine(t *testing.T) {
 			t.Errorf("no line matches %s", re)
 		}
 	}
-	rep, err := record.ReadFile(filepath.Join(run, "report.json"))
+	rep, err := record.ReadReportFile(filepath.Join(run, "report.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func deleteEngine(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns
 
 // checkSurvivors: every execution's results from the nodes other than
 // lost are whole: every planned request answered 2xx.
-func checkSurvivors(t *testing.T, r *record.Report, lost string) {
+func checkSurvivors(t *testing.T, r *record.Source, lost string) {
 	t.Helper()
 	for _, e := range r.Executions {
 		survivors := 0
@@ -292,7 +292,7 @@ func checkE2E(t *testing.T, out, run string, nodes []string) {
 	if _, err := os.Stat(filepath.Join(run, "SAVED")); err != nil {
 		t.Errorf("the saver wrote no SAVED: %v", err)
 	}
-	r, err := record.ReadFile(filepath.Join(run, "report.json"))
+	r, err := record.ReadReportFile(filepath.Join(run, "report.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func checkE2E(t *testing.T, out, run string, nodes []string) {
 
 // checkCounts: one execution per target, one result per node, and every
 // planned request (rate x duration, exactly) answered 2xx.
-func checkCounts(t *testing.T, r *record.Report, nodes []string) {
+func checkCounts(t *testing.T, r *record.Source, nodes []string) {
 	t.Helper()
 	if len(r.Executions) != len(lab.Targets) {
 		t.Fatalf("%d executions, want one per target (%d)", len(r.Executions), len(lab.Targets))
