@@ -39,8 +39,9 @@ func (b Baseline) hasNetns(name string) bool { return slices.Contains(b.Netns, n
 // HostPaths are the directories outside the state directory that the
 // cluster's components make whatever they are told: the kubelet's
 // device-plugin socket directory (a constant of the kubelet), its log links,
-// the CNI plugins' result cache and containerd's shim socket directory.
-var HostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/lib/cni", "/run/containerd"}
+// the CNI plugins' result cache, containerd's shim socket directory and the
+// directory of the pods' network namespaces.
+var HostPaths = []string{"/var/lib/kubelet", "/var/log/containers", "/var/lib/cni", "/run/containerd", "/run/netns"}
 
 // existingHostPaths returns the HostPaths that exist.
 func existingHostPaths() []string {
