@@ -43,6 +43,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/record"
@@ -132,7 +134,55 @@ func Load(o Options) (Input, error) {
 		}
 		in.LogName = o.Log
 	}
-	return in, nil
+	return in, loadAttribution(&in, o)
+}
+
+// loadAttribution reads the rolls and faults and the live record's
+// failures. The live record is the one given, else the report's
+// live_record: as the driver was given it, else beside the report.
+func loadAttribution(in *Input, o Options) error {
+	in.Settle = o.Settle
+	if len(o.Rolls) > 0 {
+		in.Rolls = &record.RollLog{}
+		for _, p := range o.Rolls {
+			rl, err := record.ReadRollsFile(p)
+			if err != nil {
+				return fmt.Errorf("read rolls: %w", err)
+			}
+			in.Rolls.Rolls = append(in.Rolls.Rolls, rl.Rolls...)
+			in.Rolls.Faults = append(in.Rolls.Faults, rl.Faults...)
+		}
+		in.RollsName = strings.Join(o.Rolls, ", ")
+	}
+	live := o.Live
+	if live == "" && in.Source.LiveRecord != "" {
+		// A report copied away from its run may name a live record that
+		// is not there: a note, not unusable input.
+		live = findLive(in.Source.LiveRecord, o.Report)
+		if live == "" {
+			in.Notes = append(in.Notes, fmt.Sprintf("the report names the live record %s, which is not there (nor beside the report): no failure is set against the rolls", in.Source.LiveRecord))
+			return nil
+		}
+	}
+	if live == "" {
+		return nil
+	}
+	in.LiveName = live
+	return readFile(live, "live record", func(r io.Reader) (err error) {
+		in.Live, err = ReadLiveFailures(r)
+		return err
+	})
+}
+
+// findLive finds the report's live_record: as named, else by its name
+// beside the report; "" when it is in neither place.
+func findLive(named, report string) string {
+	for _, p := range []string{named, filepath.Join(filepath.Dir(report), filepath.Base(named))} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
 }
 
 func readFile(path, what string, fn func(io.Reader) error) error {

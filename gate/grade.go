@@ -40,6 +40,14 @@ type Input struct {
 	LogName string
 	// Notes are passed through to the verdict (what --dir chose, ...).
 	Notes []string
+	// Rolls are the run's rolls and faults, and Live the failures of its
+	// live record (both optional); Settle is the settle window after a
+	// roll's or fault's end. RollsName and LiveName name them in notes.
+	Rolls     *record.RollLog
+	Live      *LiveFailures
+	Settle    time.Duration
+	RollsName string
+	LiveName  string
 }
 
 // Verdict is the gate's judgement of a run.
@@ -56,6 +64,9 @@ type Verdict struct {
 	RunFailures []RunFailure `json:"run_failures,omitempty"`
 	// Lost lists every backend lost in the run, once.
 	Lost []Lost `json:"lost,omitempty"`
+	// Attribution sets the failures against the rolls and faults; nil
+	// when the gate was given neither nor a live record.
+	Attribution *Attribution `json:"attribution,omitempty"`
 	// Window is when the run ran.
 	Window Window `json:"window"`
 	// Notes say what the gate noticed and did not judge.
@@ -254,6 +265,9 @@ func Grade(in Input) Verdict {
 		}
 	}
 	v.Lost = g.lostSummary(execs)
+	if v.Attribution = g.attribute(execs); v.Attribution != nil {
+		v.Notes = append(v.Notes, v.Attribution.describe(in.Live, in.RollsName)...)
+	}
 	v.Window = window(execs)
 	if src.Form == record.FormStream {
 		if n := len(src.Skipped); n > 0 {
