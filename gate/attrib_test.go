@@ -16,7 +16,7 @@ func TestBracketArithmetic(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	begin, end := at(10_000), at(12_000) // a roll from +10 s to +12 s
-	const settle = 3 * time.Second      // its bracket runs to +15 s
+	const settle = 3 * time.Second       // its bracket runs to +15 s
 	sample := func(dueMs, outMs int) failure {
 		return failure{sample: &record.SampleLine{}, points: []time.Time{at(outMs), at(dueMs)}}
 	}
