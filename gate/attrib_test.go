@@ -1,6 +1,10 @@
 package gate
 
 import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -113,4 +117,79 @@ func TestReadLiveFailuresKeepsTheLastRun(t *testing.T) {
 	if len(lf.Samples) != 1 || lf.Samples[0].Due != "2026-03-02T11:00:01.000Z" || len(lf.Dropped) != 1 || lf.Dropped[0].SamplesDropped != 3 || lf.Skipped != 1 {
 		t.Errorf("kept %+v, want the second run's one sample and one dropping bucket, one line skipped", lf)
 	}
+}
+
+// FuzzAttribution feeds a live record and a rolls file of any bytes to
+// the attribution: it must not panic, and every failure it read is
+// accounted for, in a bracket that excuses it or as UNATTRIBUTED, never
+// lost and never listed past its count.
+//
+//	go test ./gate -run '^$' -fuzz '^FuzzAttribution$' -fuzztime 1m
+func FuzzAttribution(f *testing.F) {
+	for _, dir := range []string{"attrib", "attrib-churn"} {
+		live, _ := os.ReadFile(filepath.Join("testdata", dir, DirLive))
+		var rolls []byte
+		for _, name := range []string{DirRolls, DirFaults, DirChurn} {
+			b, _ := os.ReadFile(filepath.Join("testdata", dir, name))
+			rolls = append(rolls, b...)
+		}
+		f.Add(live, rolls, int64(10_000))
+	}
+	f.Add([]byte(`{"type":"sample","label":"x","backend":"b","due":"bad","outcome":"2026-01-01T00:00:00Z","class":"c"}`), []byte("FAULT engine-kill b at=2026-01-01T00:00:00Z end=2026-01-01T00:00:00Z"), int64(0))
+	src, err := record.ReadReportFile(filepath.Join("testdata", "attrib", DirReport))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, live, rolls []byte, settleMs int64) {
+		lf, err := ReadLiveFailures(bytes.NewReader(live))
+		if err != nil {
+			t.Skip()
+		}
+		rl, _ := record.ParseRolls(bytes.NewReader(rolls))
+		settle := time.Duration(settleMs%3_600_000) * time.Millisecond
+		if settle < 0 {
+			settle = -settle
+		}
+		v := Grade(Input{Source: src, Backends: 2, Rolls: &rl, Live: lf, Settle: settle})
+		a := v.Attribution
+		var want uint64
+		for _, b := range lf.Dropped {
+			want += b.SamplesDropped
+		}
+		want += uint64(len(lf.Samples))
+		var unattributed uint64
+		for _, u := range a.Unattributed {
+			unattributed += u.Failures
+			var listed uint64
+			for _, l := range u.Listed {
+				listed += max(l.Dropped, 1)
+			}
+			if listed+u.More != u.Failures || len(u.Listed) > maxUnattributedLines {
+				t.Fatalf("%s: %d listed + %d more != %d failures", u.Target, listed, u.More, u.Failures)
+			}
+		}
+		if unattributed > want {
+			t.Fatalf("%d unattributed of %d failures", unattributed, want)
+		}
+		if excused := excusedCount(a); unattributed+excused < want {
+			t.Fatalf("%d unattributed + %d in brackets that excuse < %d failures: some were lost", unattributed, excused, want)
+		}
+		if err := WriteText(io.Discard, v, true); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// excusedCount sums the failures of the brackets that excuse theirs (a
+// failure in two brackets counts twice).
+func excusedCount(a *Attribution) uint64 {
+	var n uint64
+	for _, bs := range [][]Bracket{a.Rolls, a.Faults} {
+		for _, b := range bs {
+			if !b.Planted {
+				n += b.Failures
+			}
+		}
+	}
+	return n
 }
