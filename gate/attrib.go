@@ -498,11 +498,9 @@ func reasonOf(class, reason string) string {
 }
 
 // describe is a note for what the attribution could not do.
-func (a *Attribution) describe(live *LiveFailures, what string) []string {
+func (a *Attribution) describe(live *LiveFailures) []string {
+	// Without a live record each ROLL and FAULT line says so itself.
 	var notes []string
-	if !a.HasLive {
-		notes = append(notes, fmt.Sprintf("rolls or faults given but no live record (%s): failures have no time and are set against nothing", what))
-	}
 	if live != nil && live.Skipped > 0 {
 		notes = append(notes, fmt.Sprintf("the live record has %d line(s) that could not be read (torn or garbage), skipped: a failure they held is in no ROLL, FAULT or UNATTRIBUTED line", live.Skipped))
 	}

@@ -51,7 +51,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/record"
@@ -149,17 +148,8 @@ func Load(o Options) (Input, error) {
 // live_record: as the driver was given it, else beside the report.
 func loadAttribution(in *Input, o Options) error {
 	in.Settle = o.Settle
-	if len(o.Rolls) > 0 {
-		in.Rolls = &record.RollLog{}
-		for _, p := range o.Rolls {
-			rl, err := record.ReadRollsFile(p)
-			if err != nil {
-				return fmt.Errorf("read rolls: %w", err)
-			}
-			in.Rolls.Rolls = append(in.Rolls.Rolls, rl.Rolls...)
-			in.Rolls.Faults = append(in.Rolls.Faults, rl.Faults...)
-		}
-		in.RollsName = strings.Join(o.Rolls, ", ")
+	if err := loadRolls(in, o.Rolls); err != nil {
+		return err
 	}
 	live := o.Live
 	if live == "" && in.Source.LiveRecord != "" {
@@ -174,11 +164,35 @@ func loadAttribution(in *Input, o Options) error {
 	if live == "" {
 		return nil
 	}
-	in.LiveName = live
 	return readFile(live, "live record", func(r io.Reader) (err error) {
 		in.Live, err = ReadLiveFailures(r)
 		return err
 	})
+}
+
+// loadRolls reads the files of ROLLED, FAILED and FAULT lines. A line it
+// cannot read is a NOTE, and the others are still used: the rolls explain
+// failures, they are not graded. A file that cannot be read at all is
+// unusable input. Files that hold no roll and no fault leave in.Rolls nil.
+func loadRolls(in *Input, paths []string) error {
+	all := &record.RollLog{}
+	for _, p := range paths {
+		rl, err := record.ReadRollsFile(p)
+		var le *record.RollLineError
+		switch {
+		case err == nil:
+		case errors.As(err, &le):
+			in.Notes = append(in.Notes, fmt.Sprintf("rolls: %s (skipped: no failure is set against what it says)", oneLine(err.Error())))
+		default:
+			return fmt.Errorf("read rolls: %w", err)
+		}
+		all.Rolls = append(all.Rolls, rl.Rolls...)
+		all.Faults = append(all.Faults, rl.Faults...)
+	}
+	if len(all.Rolls)+len(all.Faults) > 0 {
+		in.Rolls = all
+	}
+	return nil
 }
 
 // findLive finds the report's live_record: as named, else by its name
@@ -316,7 +330,8 @@ in no other bracket is UNATTRIBUTED, per target with a count line, then one
 line each (at most 20 per target, then "and <n> more"): those are the
 findings. These lines change no verdict and no exit code: a failure fails
 its target wherever it fell. Of a live record holding several runs (a head
-line starts each), the last is read.
+line starts each), the last is read. A ROLLED/FAILED/FAULT line that
+cannot be read is a NOTE and is skipped; the others are still used.
 
 A results stream is appended to and never truncated. Lines that hold no
 execution (a torn or unparseable line) are skipped and counted; the

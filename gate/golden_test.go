@@ -63,6 +63,7 @@ var wantExit = map[string]int{
 	"attrib-churn":          1,
 	"attrib-no-live":        1,
 	"attrib-json":           1,
+	"attrib-bad-rolls":      1, // a bad line is a note, not unusable input
 }
 
 // runCase runs the gate on one fixture directory the way a user would:
@@ -188,8 +189,9 @@ func TestGoldenWording(t *testing.T) {
 			"UNATTRIBUTED  svc-3  node-a  at=2026-03-02T10:00:11.400Z ",
 			"UNATTRIBUTED  svc-3  node-a  at=2026-03-02T10:00:50.400Z dropped=2 (counted in the bucket from at=, not sampled)",
 		}},
-		{"attrib-no-live", []string{"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=? (no live record)\n", "NOTE  rolls or faults given but no live record"}},
+		{"attrib-no-live", []string{"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=? (no live record)\n", "NOTE  the report names the live record /var/run/sortie/live.jsonl, which is not there"}},
 		{"attrib-json", []string{`"attribution": {`, `"settle_ms": 2000,`, `"recovery_ms": 2500`, `"unattributed": [`}},
+		{"attrib-bad-rolls", []string{"NOTE  rolls: testdata/attrib-bad-rolls/rolls.log:1: ROLLED line: at=\"yesterday\": ", "ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=4 "}},
 		{"attrib-churn", []string{
 			"ROLL  soak/deployment/svc-1  at=2026-03-02T10:00:20.000Z end=2026-03-02T10:00:23.000Z settle=10s  failures=2 [node-b=2] classes=stream_resets=1,pool_connection_failure=1  window=2026-03-02T10:00:20.700Z..2026-03-02T10:00:21.700Z recovery=1.7s  replicas=10.0.5.1:8080\n",
 			"ROLL  soak/deployment/svc-2  at=2026-03-02T10:00:25.000Z end=2026-03-02T10:00:27.000Z settle=10s  failures=none\n",

@@ -42,12 +42,10 @@ type Input struct {
 	Notes []string
 	// Rolls are the run's rolls and faults, and Live the failures of its
 	// live record (both optional); Settle is the settle window after a
-	// roll's or fault's end. RollsName and LiveName name them in notes.
-	Rolls     *record.RollLog
-	Live      *LiveFailures
-	Settle    time.Duration
-	RollsName string
-	LiveName  string
+	// roll's or fault's end.
+	Rolls  *record.RollLog
+	Live   *LiveFailures
+	Settle time.Duration
 }
 
 // Verdict is the gate's judgement of a run.
@@ -266,7 +264,7 @@ func Grade(in Input) Verdict {
 	}
 	v.Lost = g.lostSummary(execs)
 	if v.Attribution = g.attribute(execs); v.Attribution != nil {
-		v.Notes = append(v.Notes, v.Attribution.describe(in.Live, in.RollsName)...)
+		v.Notes = append(v.Notes, v.Attribution.describe(in.Live)...)
 	}
 	v.Window = window(execs)
 	if src.Form == record.FormStream {
