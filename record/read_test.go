@@ -332,7 +332,7 @@ func FuzzReadStream(f *testing.F) {
 func TestReadReportLiveRecord(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"pass":true,"executions":[],"live_record":"out/run/live.jsonl"}`: "out/run/live.jsonl",
-		`{"pass":true,"executions":[]}`:                                     "",
+		`{"pass":true,"executions":[]}`:                                    "",
 	} {
 		src, err := ReadReport(strings.NewReader(in))
 		if err != nil {
