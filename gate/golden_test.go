@@ -64,6 +64,7 @@ var wantExit = map[string]int{
 	"attrib-no-live":        1,
 	"attrib-json":           1,
 	"attrib-bad-rolls":      1, // a bad line is a note, not unusable input
+	"attrib-report-live":    1, // the report's live_record, found beside it
 }
 
 // runCase runs the gate on one fixture directory the way a user would:
@@ -192,6 +193,7 @@ func TestGoldenWording(t *testing.T) {
 		{"attrib-no-live", []string{"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=? (no live record)\n", "NOTE  the report names the live record /var/run/sortie/live.jsonl, which is not there"}},
 		{"attrib-json", []string{`"attribution": {`, `"settle_ms": 2000,`, `"recovery_ms": 2500`, `"unattributed": [`}},
 		{"attrib-bad-rolls", []string{"NOTE  rolls: testdata/attrib-bad-rolls/rolls.log:1: ROLLED line: at=\"yesterday\": ", "ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=4 "}},
+		{"attrib-report-live", []string{"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=4 [node-a=1 node-b=3] ", "UNATTRIBUTED  svc-2  failures=8 "}},
 		{"attrib-churn", []string{
 			"ROLL  soak/deployment/svc-1  at=2026-03-02T10:00:20.000Z end=2026-03-02T10:00:23.000Z settle=10s  failures=2 [node-b=2] classes=stream_resets=1,pool_connection_failure=1  window=2026-03-02T10:00:20.700Z..2026-03-02T10:00:21.700Z recovery=1.7s  replicas=10.0.5.1:8080\n",
 			"ROLL  soak/deployment/svc-2  at=2026-03-02T10:00:25.000Z end=2026-03-02T10:00:27.000Z settle=10s  failures=none\n",
