@@ -59,6 +59,12 @@ var wantExit = map[string]int{
 	"empty":                 3,
 	"extra-label":           1,
 	"json":                  1,
+	"attrib":                1, // the failures fail their targets wherever they fell
+	"attrib-churn":          1,
+	"attrib-no-live":        1,
+	"attrib-json":           1,
+	"attrib-bad-rolls":      1, // a bad line is a note, not unusable input
+	"attrib-report-live":    1, // the report's live_record, found beside it
 }
 
 // runCase runs the gate on one fixture directory the way a user would:
@@ -175,6 +181,25 @@ func TestGoldenWording(t *testing.T) {
 		{"empty", []string{"VERDICT UNOBSERVED "}},
 		{"old-format", []string{"without started_at: soak/svc-a", "without per-backend results"}},
 		{"cancelled", []string{"error: execution cancelled", `FAIL  run  -- the report says the run was cancelled`}},
+		{"attrib", []string{
+			"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=4 [node-a=1 node-b=3] classes=stream_resets=4  window=2026-03-02T10:00:10.900Z..2026-03-02T10:00:20.400Z recovery=10.4s  replicas=10.0.5.1:8080\n",
+			"FAULT  target-down  svc-2  at=2026-03-02T10:00:30.000Z end=2026-03-02T10:00:35.000Z settle=10s  failures=8 [node-a=3 node-b=5] classes=http_5xx=3 dropped=5  window=2026-03-02T10:00:30.500Z..2026-03-02T10:00:35.300Z recovery=5.3s",
+			"planted: its failures stay UNATTRIBUTED",
+			"UNATTRIBUTED  svc-1  failures=1 [node-a=1] classes=stream_resets=1\n",
+			"UNATTRIBUTED  svc-1  node-a  at=2026-03-02T10:00:40.400Z due=2026-03-02T10:00:40.390Z class=stream_resets reason=remote_reset remote=10.0.5.2:8080\n",
+			"UNATTRIBUTED  svc-3  node-a  at=2026-03-02T10:00:11.400Z ",
+			"UNATTRIBUTED  svc-3  node-a  at=2026-03-02T10:00:50.400Z dropped=2 (counted in the bucket from at=, not sampled)",
+		}},
+		{"attrib-no-live", []string{"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=? (no live record)\n", "NOTE  the report names the live record /var/run/sortie/live.jsonl, which is not there"}},
+		{"attrib-json", []string{`"attribution": {`, `"settle_ms": 2000,`, `"recovery_ms": 2500`, `"unattributed": [`}},
+		{"attrib-bad-rolls", []string{"NOTE  rolls: testdata/attrib-bad-rolls/rolls.log:1: ROLLED line: at=\"yesterday\": ", "ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=4 "}},
+		{"attrib-report-live", []string{"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=4 [node-a=1 node-b=3] ", "UNATTRIBUTED  svc-2  failures=8 "}},
+		{"attrib-churn", []string{
+			"ROLL  soak/deployment/svc-1  at=2026-03-02T10:00:20.000Z end=2026-03-02T10:00:23.000Z settle=10s  failures=2 [node-b=2] classes=stream_resets=1,pool_connection_failure=1  window=2026-03-02T10:00:20.700Z..2026-03-02T10:00:21.700Z recovery=1.7s  replicas=10.0.5.1:8080\n",
+			"ROLL  soak/deployment/svc-2  at=2026-03-02T10:00:25.000Z end=2026-03-02T10:00:27.000Z settle=10s  failures=none\n",
+			"-- the roll FAILED: rollout not done within 30s",
+			"UNATTRIBUTED  svc-2  node-a  at=2026-03-02T10:00:41.500Z ",
+		}},
 		{"log-disagrees", []string{"FAIL  testdata/log-disagrees/sortie.log  -- the driver's log shows 2 execution(s) not run"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,12 @@ type Input struct {
 	LogName string
 	// Notes are passed through to the verdict (what --dir chose, ...).
 	Notes []string
+	// Rolls are the run's rolls and faults, and Live the failures of its
+	// live record (both optional); Settle is the settle window after a
+	// roll's or fault's end.
+	Rolls  *record.RollLog
+	Live   *LiveFailures
+	Settle time.Duration
 }
 
 // Verdict is the gate's judgement of a run.
@@ -56,6 +62,9 @@ type Verdict struct {
 	RunFailures []RunFailure `json:"run_failures,omitempty"`
 	// Lost lists every backend lost in the run, once.
 	Lost []Lost `json:"lost,omitempty"`
+	// Attribution sets the failures against the rolls and faults; nil
+	// when the gate was given neither nor a live record.
+	Attribution *Attribution `json:"attribution,omitempty"`
 	// Window is when the run ran.
 	Window Window `json:"window"`
 	// Notes say what the gate noticed and did not judge.
@@ -254,6 +263,9 @@ func Grade(in Input) Verdict {
 		}
 	}
 	v.Lost = g.lostSummary(execs)
+	if v.Attribution = g.attribute(execs); v.Attribution != nil {
+		v.Notes = append(v.Notes, v.Attribution.describe(in.Live)...)
+	}
 	v.Window = window(execs)
 	if src.Form == record.FormStream {
 		if n := len(src.Skipped); n > 0 {

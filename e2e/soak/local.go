@@ -259,7 +259,10 @@ func (l *local) grade(ctx context.Context, stdout, stderr io.Writer) error {
 	if interrupted {
 		fmt.Fprintf(stderr, "soak local: interrupted: grading what the driver wrote in %s\n", l.dir)
 	}
-	// The gate reads the run directory by its file names. It runs whole
+	// The gate reads the run directory by its file names: the report,
+	// shares and engines to grade, and rolls.log, faults.log and
+	// live.jsonl to set every failure against the rolls and faults (its
+	// ROLL, FAULT and UNATTRIBUTED lines, before WINDOW). It runs whole
 	// after an interrupt: it reads files, and its verdict is what is left.
 	err := gate.Run(context.WithoutCancel(ctx), []string{"--dir", l.dir, "--per-node", "--backends", strconv.Itoa(l.o.Nodes)}, stdout, stderr)
 	if interrupted && cli.Code(err) == cli.ExitOK {

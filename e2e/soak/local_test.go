@@ -269,6 +269,78 @@ func TestIntegrationLocalRollsNoDrainIsCaught(t *testing.T) {
 	if !re.MatchString(r.stdout) {
 		t.Errorf("no FAIL line attributes a reset or connection failure to a rolled target and node")
 	}
+	// And in time: every failure falls in the roll of its own target, so
+	// none is unattributed, and each roll that failed requests prints its
+	// error window; the failures the ROLL lines count are those of the
+	// FAIL lines, target by target.
+	if strings.Contains(r.stdout, "UNATTRIBUTED") {
+		t.Errorf("a failure of a roll is unattributed")
+	}
+	rolls := r.rollLines(t)
+	if len(rolls) != len(planned) {
+		t.Fatalf("%d ROLL lines, want one per target (%d)", len(rolls), len(planned))
+	}
+	windows := 0
+	for target := range planned {
+		var fails uint64
+		for _, c := range r.counts(t, target) {
+			for k, v := range c {
+				if k == record.StreamResets || k == record.PoolConnectionFailure || k == record.HTTP5xx || k == record.PoolFailureTimeout {
+					fails += v
+				}
+			}
+		}
+		l, ok := rolls[target]
+		switch {
+		case !ok:
+			t.Errorf("no ROLL line of %s", target)
+		case fails == 0 && !strings.Contains(l, "  failures=none"):
+			t.Errorf("%s failed nothing, its ROLL line says otherwise: %s", target, l)
+		case fails > 0 && !strings.Contains(l, fmt.Sprintf("  failures=%d [", fails)):
+			t.Errorf("%s failed %d requests, its ROLL line: %s", target, fails, l)
+		case fails > 0:
+			if !regexp.MustCompile(` window=\S+\.\.\S+ recovery=[0-9.]+s  replicas=127\.0\.0\.1:\d+`).MatchString(l) {
+				t.Errorf("ROLL line of %s without its error window, recovery and replica: %s", target, l)
+			}
+			windows++
+		}
+	}
+	if windows == 0 {
+		t.Errorf("no ROLL line printed an error window")
+	}
+	if !strings.HasPrefix(r.stdout, "FAIL  ") && !strings.HasPrefix(r.stdout, "PASS  ") {
+		t.Errorf("stdout does not start with the gate's target lines")
+	}
+}
+
+// rollLines returns the gate's ROLL lines by the target they rolled.
+func (r localRun) rollLines(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^ROLL  (\S+)  .*$`).FindAllStringSubmatch(r.stdout, -1) {
+		if _, dup := out[m[1]]; dup {
+			t.Errorf("two ROLL lines of %s", m[1])
+		}
+		out[m[1]] = m[0]
+	}
+	return out
+}
+
+// window reads the error window of a ROLL or FAULT line.
+func window(t *testing.T, line string) (first, last time.Time) {
+	t.Helper()
+	m := regexp.MustCompile(` window=(\S+)\.\.(\S+) `).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no window in %q", line)
+	}
+	var err error
+	if first, err = time.Parse(time.RFC3339, m[1]); err == nil {
+		last, err = time.Parse(time.RFC3339, m[2])
+	}
+	if err != nil {
+		t.Fatalf("window of %q: %v", line, err)
+	}
+	return first, last
 }
 
 func TestIntegrationLocalTargetDown(t *testing.T) {
@@ -302,6 +374,23 @@ func TestIntegrationLocalTargetDown(t *testing.T) {
 	}
 	if got, _ := f.Field("failed"); got != strconv.FormatUint(fivexx, 10) || f.End.Sub(f.Begin) < 5*time.Second {
 		t.Errorf("fault line %s: want failed=%d and a window of at least 5s", f, fivexx)
+	}
+	// The gate sets the 503s against the fault: its FAULT line counts them
+	// all, and its error window is the fault's, within one bucket (1 s)
+	// at either edge.
+	m := regexp.MustCompile(`(?m)^FAULT  target-down  svc-2  .*$`).FindString(r.stdout)
+	if !strings.Contains(m, fmt.Sprintf("  failures=%d [", fivexx)) || !strings.Contains(m, "classes=http_5xx=") {
+		t.Fatalf("FAULT line %q: want failures=%d of http_5xx", m, fivexx)
+	}
+	first, last := window(t, m)
+	if d := first.Sub(f.Begin); d < -time.Second || d > time.Second {
+		t.Errorf("5xx window begins %s, the fault %s: %s apart, want within 1s", first, f.Begin, d)
+	}
+	if d := last.Sub(f.End); d < -time.Second || d > time.Second {
+		t.Errorf("5xx window ends %s, the fault %s: %s apart, want within 1s", last, f.End, d)
+	}
+	if strings.Contains(r.stdout, "UNATTRIBUTED") {
+		t.Errorf("a 503 of the fault is unattributed")
 	}
 }
 
@@ -376,6 +465,24 @@ func TestIntegrationLocalTargetFail(t *testing.T) {
 	}
 	if !strings.Contains(r.stdout, "PASS  svc-1") {
 		t.Errorf("the targets left alone must pass")
+	}
+	// No roll or fault explains them: the gate lists svc-3's six resets
+	// (and svc-4's) as UNATTRIBUTED, each with its time and replica, and
+	// the planted FAULT lines count them without excusing them.
+	if !strings.Contains(r.stdout, "UNATTRIBUTED  svc-3  failures=6 [node-a=") {
+		t.Errorf("svc-3's 6 resets are not listed as UNATTRIBUTED")
+	}
+	each := regexp.MustCompile(`(?m)^UNATTRIBUTED  svc-3  node-[ab]  at=\S+ due=\S+ class=stream_resets reason=remote_reset remote=127\.0\.0\.1:\d+$`)
+	if n := len(each.FindAllString(r.stdout, -1)); n != 6 {
+		t.Errorf("%d UNATTRIBUTED lines of svc-3's resets, want 6", n)
+	}
+	for _, target := range []string{"svc-3", "svc-4"} {
+		if !regexp.MustCompile(`(?m)^FAULT  target-fail  ` + target + `  .*  planted: its failures stay UNATTRIBUTED$`).MatchString(r.stdout) {
+			t.Errorf("no planted FAULT line of %s", target)
+		}
+	}
+	if regexp.MustCompile(`(?m)^UNATTRIBUTED  svc-(1|2|5|6)  `).MatchString(r.stdout) {
+		t.Errorf("a target left alone has unattributed failures")
 	}
 }
 
