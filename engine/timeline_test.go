@@ -366,12 +366,20 @@ func TestTimelineProperty(t *testing.T) {
 	}
 }
 
-func TestSampleBudget(t *testing.T) {
-	t.Parallel()
+// statusServer answers every request with code, keeping connections
+// alive.
+func statusServer(t *testing.T, code int) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusServiceUnavailable)
+		w.WriteHeader(code)
 	}))
 	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestSampleBudget(t *testing.T) {
+	t.Parallel()
+	srv := statusServer(t, http.StatusServiceUnavailable)
 	te := startEngine(t, Options{})
 	r := req("budget", srv.URL, 200, 500*time.Millisecond)
 	r.SampleBudget = 30
@@ -416,10 +424,7 @@ func TestSampleFields(t *testing.T) {
 	})
 	t.Run("status on one connection", func(t *testing.T) {
 		t.Parallel()
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(http.StatusTooManyRequests)
-		}))
-		t.Cleanup(srv.Close)
+		srv := statusServer(t, http.StatusTooManyRequests)
 		te := startEngine(t, Options{})
 		r := req("fields-status", srv.URL, 20, 500*time.Millisecond)
 		r.Connections = 1
@@ -581,5 +586,40 @@ func TestTimelineSparse(t *testing.T) {
 		if b.Counters[record.HTTP2xx] != want || len(b.Counters) > int(want) {
 			t.Errorf("bucket %d: counters %v, want %d 2xx", b.Index, b.Counters, want)
 		}
+	}
+}
+
+// A request never answered holds its bucket until the drain ends; the
+// buckets after it are final, and sent, as soon as their own requests are
+// answered, so they come first.
+func TestTimelineHeldBucket(t *testing.T) {
+	t.Parallel()
+	srv := newRawServer(t, func(c net.Conn, n int64) {
+		br := bufio.NewReader(c)
+		for readRequest(br) == nil {
+			if n == 1 {
+				// The first connection's request: never answered.
+				_, _ = io.Copy(io.Discard, c)
+				return
+			}
+			if _, err := io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+				return
+			}
+		}
+	})
+	te := startEngine(t, Options{})
+	r := req("held", srv.url(), 20, time.Second)
+	r.BucketWidth = durationpb.New(100 * time.Millisecond)
+	r.ProgressInterval = durationpb.New(50 * time.Millisecond)
+	// Time enough for every answered request; then the drain gives up.
+	r.Timeout = durationpb.New(3 * time.Second)
+	got := te.execute(t, r)
+	buckets, samples := checkTimeline(t, got, srv.lis.Addr().String())
+	wantCounters(t, got.result, map[string]uint64{record.HTTP2xx: 19, record.InflightLost: 1})
+	if buckets[len(buckets)-1].Index != 0 || buckets[len(buckets)-1].Counters[record.InflightLost] != 1 {
+		t.Errorf("last bucket sent %+v, want bucket 0 with the lost request", buckets[len(buckets)-1])
+	}
+	if len(samples) != 1 || samples[0].Bucket != 0 || samples[0].Remote != srv.lis.Addr().String() {
+		t.Errorf("samples %+v, want the lost request of bucket 0 on its connection", samples)
 	}
 }

@@ -1,17 +1,33 @@
 // The timeline lines of the live record: what the driver appends while a
 // run goes, one compact JSON object per line, so that the run is on disk
 // within seconds of happening. Each line names its type first; a reader
-// skips types it does not know.
-//
-// # Bucket line
-//
-// One bucket of one execution's timeline on one backend: every request
-// whose due time (the intended send time, start + the pacer's offset)
-// falls in [start, start + width), whenever it was sent or answered, with
-// the outcome it got. The engine sends a bucket once, when it is final
-// (its interval is past and every request due in it has its outcome), so
-// its counts never change; an execution has buckets 0 to n-1, the last
-// one holding the due time of its last planned request.
+// skips types it does not know. BucketLine and SampleLine describe the
+// two lines, field by field.
+
+package record
+
+import (
+	"cmp"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Types of the live record's lines.
+const (
+	LineBucket = "bucket"
+	LineSample = "sample"
+)
+
+// BucketLine is one bucket of one execution's timeline on one backend:
+// every request whose due time (the intended send time, start + the
+// pacer's offset) falls in [start, start + width), whenever it was sent or
+// answered, with the outcome it got. The engine sends a bucket once, when
+// it is final (every request due in it was sent or left unsent, and has
+// its outcome), so its counts never change; an execution has buckets 0 to
+// n-1, the last one holding the due time of its last planned request.
 //
 //	type             "bucket"
 //	label            the execution's label, "<scenario>/<target>[/stage-N]"
@@ -35,57 +51,6 @@
 // that backend's result counters name by name, and unsent its unsent
 // (CheckTimeline). In every bucket, the sample lines due in it plus
 // samples_dropped equal its failure-class counters (CheckSamples).
-//
-// # Sample line
-//
-// One failed request: a class of the zero-failure set (4xx, 5xx, resets,
-// connection failures and timeouts, overflow, in-flight losses). The
-// engine describes an execution's first failures one by one, up to its
-// sample budget (10,000 unless the plan says otherwise), and only counts
-// the others (samples_dropped). A failure is in its bucket's counters
-// before it is in a sample.
-//
-//	type               "sample"
-//	label, backend, backend_name   as in a bucket line
-//	bucket             index of the bucket its due time falls in
-//	due                its due time, RFC 3339 UTC with ms
-//	due_offset_ms      its due time from the execution's start (floor)
-//	outcome            when its outcome was counted (for a response, when
-//	                   its last bytes reached the engine), RFC 3339 with ms
-//	outcome_offset_ms  the same from the execution's start (floor)
-//	latency_ns         from due time to outcome, exact
-//	class              its outcome class, such as benchmark.stream_resets
-//	reason             the detail counter that says why: a reset's
-//	                   benchmark.stream_resets_<reason>, a connection
-//	                   failure's benchmark.pool_failure_local_... or
-//	                   _remote_connection_failure; absent for other classes
-//	phase              a reset's benchmark.stream_resets_before_headers or
-//	                   _incomplete_body; absent otherwise
-//	status             the HTTP status of a 4xx or 5xx; absent otherwise
-//	remote             the connection's peer as the socket reached it, ip:port
-//	                   (the replica, not the Service); absent when no
-//	                   connection was made
-//	conn_age_ms        age of that connection at the outcome (floor)
-//	conn_requests      requests that connection carried before this one
-
-package record
-
-import (
-	"cmp"
-	"fmt"
-	"math/bits"
-	"slices"
-	"strings"
-	"time"
-)
-
-// Types of the live record's lines.
-const (
-	LineBucket = "bucket"
-	LineSample = "sample"
-)
-
-// BucketLine is one bucket of one execution's timeline on one backend.
 type BucketLine struct {
 	// Type is LineBucket.
 	Type string `json:"type"`
@@ -130,7 +95,36 @@ type BucketLatency struct {
 	Max int64 `json:"max"`
 }
 
-// SampleLine is one failed request of an execution on one backend.
+// SampleLine is one failed request of an execution on one backend, of a
+// class of the zero-failure set (4xx, 5xx, resets,
+// connection failures and timeouts, overflow, in-flight losses). The
+// engine describes an execution's first failures one by one, up to its
+// sample budget (10,000 unless the plan says otherwise), and only counts
+// the others (samples_dropped). A failure is in its bucket's counters
+// before it is in a sample.
+//
+//	type               "sample"
+//	label, backend, backend_name   as in a bucket line
+//	bucket             index of the bucket its due time falls in
+//	due                its due time, RFC 3339 UTC with ms
+//	due_offset_ms      its due time from the execution's start (floor)
+//	outcome            when its outcome was counted (for a response, when
+//	                   its last bytes reached the engine), RFC 3339 with ms
+//	outcome_offset_ms  the same from the execution's start (floor)
+//	latency_ns         from due time to outcome, exact
+//	class              its outcome class, such as benchmark.stream_resets
+//	reason             the detail counter that says why: a reset's
+//	                   benchmark.stream_resets_<reason>, a connection
+//	                   failure's benchmark.pool_failure_local_... or
+//	                   _remote_connection_failure; absent for other classes
+//	phase              a reset's benchmark.stream_resets_before_headers or
+//	                   _incomplete_body; absent otherwise
+//	status             the HTTP status of a 4xx or 5xx; absent otherwise
+//	remote             the connection's peer as the socket reached it, ip:port
+//	                   (the replica, not the Service); absent when no
+//	                   connection was made
+//	conn_age_ms        age of that connection at the outcome (floor)
+//	conn_requests      requests that connection carried before this one
 type SampleLine struct {
 	// Type is LineSample.
 	Type string `json:"type"`

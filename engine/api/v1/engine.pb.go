@@ -795,8 +795,13 @@ func (x *Progress) GetFailureSamples() []*FailureSample {
 // due time (start_time + the pacer's offset, the intended send time) falls
 // in [index x width, (index+1) x width) from start_time, whenever it was
 // sent or answered, with the outcome it got. A bucket is final, and sent,
-// once its interval is past for every worker's pacer and every request due
-// in it has its outcome; its counts never change after. Summed over all
+// once every worker's pacer has handed over (or, cancelled, left unsent)
+// every request due in it, which is when its next request is due after the
+// bucket's end, and every request due in it has its outcome; its counts
+// never change after. A bucket thus waits for its slowest request: one
+// that is never answered (the engine gives a request in flight no time
+// limit before the final drain) holds its bucket until the drain ends,
+// while later buckets go out as they become final. Summed over all
 // buckets, counters equal the Result's counters name by name, and unsent
 // the Result's unsent, exactly.
 type Bucket struct {
