@@ -80,7 +80,7 @@ func TestRenderValueSets(t *testing.T) {
 					t.Errorf("--backend-name %q, want $(%s) (node by default)", got, BackendNameEnv)
 				}
 				d := container(t, &r.job.Spec.Template, DriverContainer)
-				want := []string{"run", "/plan/plan.yaml", "-o", "/report/report.json", "--results-stream", "/report/results.jsonl"}
+				want := []string{"run", "/plan/plan.yaml", "-o", "/report/report.json", "--results-stream", "/report/results.jsonl", "--live-record", "/report/live.jsonl"}
 				if diff := cmp.Diff(want, d.Args); diff != "" {
 					t.Errorf("driver args (-want +got):\n%s", diff)
 				}
@@ -188,7 +188,7 @@ func TestRenderValueSets(t *testing.T) {
 		},
 		{
 			name:   "existing report claim",
-			values: vals("plan", plan, "report.volume", "soak-report", "report.path", "out.json", "report.stream", ""),
+			values: vals("plan", plan, "report.volume", "soak-report", "report.path", "out.json", "report.stream", "", "report.live", ""),
 			kinds:  []string{"ConfigMap", "DaemonSet", "Job", "NetworkPolicy", "Service", "ServiceAccount"},
 			check: func(t *testing.T, r *rendered) {
 				pod := &r.job.Spec.Template
@@ -203,6 +203,10 @@ func TestRenderValueSets(t *testing.T) {
 				}
 				if hasArg(d.Args, "--results-stream") {
 					t.Errorf("driver args %q: --results-stream with report.stream empty", d.Args)
+				}
+				// Off, not the driver's default next to a stream.
+				if got, _ := argAfter(d.Args, "--live-record"); got != "off" {
+					t.Errorf("--live-record %q with report.live empty, want off", got)
 				}
 			},
 		},

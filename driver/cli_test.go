@@ -52,6 +52,7 @@ func writeFile(t *testing.T, name, body string) string {
 func TestCLIExitCodes(t *testing.T) {
 	valid := writeFile(t, "valid.yaml", validPlan)
 	invalid := writeFile(t, "invalid.yaml", unknownFieldPlan)
+	tmpStream, tmpReport := filepath.Join(t.TempDir(), "s.jsonl"), filepath.Join(t.TempDir(), "r.json")
 	for _, tc := range []struct {
 		name       string
 		args       []string
@@ -70,6 +71,12 @@ func TestCLIExitCodes(t *testing.T) {
 		{name: "run two plans", args: []string{"run", valid, valid}, code: 2, errHas: "one PLAN"},
 		{name: "run unknown flag", args: []string{"run", valid, "--frobnicate"}, code: 2, errHas: "frobnicate"},
 		{name: "run bad duration", args: []string{"run", "--progress", "soon", valid}, code: 2, errHas: "progress"},
+		{name: "run help documents the status", args: []string{"run", "--help"}, code: 0, stderrHas: "status <label> sent=N answered=N 2xx=N failures=<class>=N,...|none backends=R/B elapsed=<d>/<planned>"},
+		{name: "run bad status", args: []string{"run", valid, "--status", "fancy"}, code: 2, errHas: `--status "fancy": want auto, tty, lines or off`},
+		{name: "run zero status interval", args: []string{"run", valid, "--status-interval", "0s"}, code: 2, errHas: "--status-interval must be positive"},
+		{name: "run help documents the live record", args: []string{"run", "--help"}, code: 0, stderrHas: "-live-record FILE"},
+		{name: "run live record is the stream", args: []string{"run", valid, "--results-stream", tmpStream, "--live-record", tmpStream}, code: 2, errHas: "live record " + tmpStream + " is the results stream"},
+		{name: "run live record is the report", args: []string{"run", valid, "-o", tmpReport, "--live-record", tmpReport}, code: 2, errHas: "live record " + tmpReport + " is the report"},
 		{name: "run negative progress", args: []string{"run", valid, "--progress=-1s"}, code: 2, errHas: "--progress must not be negative"},
 		{name: "run bad option", args: []string{"run", valid, "--cancel-wait", "0s"}, code: 2, errHas: "cancel wait must be positive"},
 		{name: "run every problem at once", args: []string{"run", "--cancel-wait", "0s", "--progress=-1s"}, code: 2, errHas: "run needs a PLAN\n--progress must not be negative"},
@@ -126,13 +133,21 @@ func TestParseInterspersed(t *testing.T) {
 		stream       string
 		progress     time.Duration
 		grace, cwait time.Duration
+		// status and statusInterval are "auto" and 10s when unset.
+		status         string
+		statusInterval time.Duration
 	}{
 		{args: []string{"p.yaml"}, pos: []string{"p.yaml"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
 		{args: []string{"p.yaml", "-o", "r.json", "--json"}, pos: []string{"p.yaml"}, output: "r.json", json: true, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
 		{args: []string{"--output=r.json", "p.yaml", "--results-stream", "s.jsonl", "--progress", "5s"}, pos: []string{"p.yaml"}, output: "r.json", stream: "s.jsonl", progress: 5 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
 		{args: []string{"--deadline-grace", "10s", "--cancel-wait=3s", "p.yaml", "--progress=0"}, pos: []string{"p.yaml"}, grace: 10 * time.Second, cwait: 3 * time.Second},
 		{args: []string{"a", "b"}, pos: []string{"a", "b"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
+		{args: []string{"--status", "lines", "p.yaml", "--status-interval=3s"}, pos: []string{"p.yaml"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second,
+			status: "lines", statusInterval: 3 * time.Second},
 	} {
+		if tc.status == "" {
+			tc.status, tc.statusInterval = "auto", 10*time.Second
+		}
 		o := DefaultOptions()
 		var f runFlags
 		var stderr bytes.Buffer
@@ -144,7 +159,8 @@ func TestParseInterspersed(t *testing.T) {
 		if d := cmp.Diff(tc.pos, pos); d != "" {
 			t.Errorf("%v: positional (-want +got):\n%s", tc.args, d)
 		}
-		if f.output != tc.output || f.json != tc.json || f.stream != tc.stream || f.progress != tc.progress || o.Grace != tc.grace || o.CancelWait != tc.cwait {
+		if f.output != tc.output || f.json != tc.json || f.stream != tc.stream || f.progress != tc.progress || o.Grace != tc.grace || o.CancelWait != tc.cwait ||
+			f.status != tc.status || f.statusInterval != tc.statusInterval {
 			t.Errorf("%v: flags %+v grace %v cancel-wait %v", tc.args, f, o.Grace, o.CancelWait)
 		}
 	}
@@ -159,7 +175,7 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	var zero Options
 	err := zero.Validate()
-	for _, want := range []string{"resolve interval", "cancel wait", "interrupt wait", "info timeout", "clock slack"} {
+	for _, want := range []string{"resolve interval", "cancel wait", "interrupt wait", "info timeout", "clock slack", "status tick must be at least 10ms", "status redraw"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("zero options: error %v lacks %q", err, want)
 		}

@@ -84,6 +84,9 @@ type call struct {
 	client  enginev1.EngineClient
 	ctx     context.Context
 	stop    context.CancelFunc
+	// tl is the execution's timeline as the stream sent it; the call's
+	// goroutine fills it, under its own lock.
+	tl timeline
 
 	state       callState
 	started     bool
@@ -123,11 +126,20 @@ type event struct {
 
 // runner runs the scenarios of one plan.
 type runner struct {
-	opts     Options
-	log      *slog.Logger
-	lines    *lineWriter
-	progress time.Duration
-	runID    string
+	opts  Options
+	log   *slog.Logger
+	lines *lineWriter
+	// status shows the live status of the running targets; nil shows
+	// none.
+	status *statusBoard
+	// live appends the timeline to the live record; nil writes none.
+	live *liveRecord
+	// progressInterval is what the engines are asked for; progressEvery
+	// says every how many of a stream's Progress events a progress line
+	// is printed (0: never). See progressCadence.
+	progressInterval time.Duration
+	progressEvery    int
+	runID            string
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -205,6 +217,7 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 	var calls []*call
 	for _, ex := range st.execs {
 		r.lines.running(ex, sc.backends)
+		r.status.start(ex.label, ex.duration, sc.backends)
 		for _, b := range sc.backends {
 			c := &call{ex: ex, backend: b, id: fmt.Sprintf("%s/%s@%s", r.runID, ex.label, b)}
 			c.deadline = startAt.Add(ex.duration + ex.timeout + o.Drain + o.Grace)
@@ -233,8 +246,8 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 		req = proto.Clone(req).(*enginev1.ExecuteRequest)
 		req.ExecutionId = c.id
 		req.StartTime = timestamppb.New(startAt)
-		if r.progress > 0 {
-			req.ProgressInterval = durationpb.New(r.progress)
+		if r.progressInterval > 0 {
+			req.ProgressInterval = durationpb.New(r.progressInterval)
 		}
 		// The stream's context is not the run's: an interrupt cancels
 		// executions with the Cancel RPC so that their results still come
@@ -269,6 +282,7 @@ func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- ev
 		events <- event{c: c, kind: evError, err: err}
 		return
 	}
+	progressed := 0
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
@@ -280,10 +294,18 @@ func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- ev
 		}
 		switch e := ev.GetEvent().(type) {
 		case *enginev1.ExecuteEvent_Started:
+			c.tl.start(seriesOf(c, e.Started))
 			events <- event{c: c, kind: evStarted, name: e.Started.GetBackendName()}
 		case *enginev1.ExecuteEvent_Progress:
-			r.lines.progress(c.ex.label, c.backend, e.Progress)
+			r.live.append(c.tl.progress(e.Progress))
+			progressed++
+			if r.progressEvery > 0 && progressed%r.progressEvery == 0 {
+				r.lines.progress(c.ex.label, c.backend, e.Progress)
+			}
+			r.status.update(c.ex.label, c.backend, e.Progress)
 		case *enginev1.ExecuteEvent_Result:
+			// The status ends on the backend's final counters.
+			r.status.update(c.ex.label, c.backend, &enginev1.Progress{Elapsed: e.Result.GetElapsed(), Counters: e.Result.GetCounters()})
 			events <- event{c: c, kind: evResult, result: e.Result}
 			return
 		}

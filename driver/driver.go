@@ -15,6 +15,14 @@
 // = unsent + the outcome classes; one that breaks it is named in the
 // report (a backend error of kind accounting) and fails its execution.
 //
+// Before any load the driver asks every engine for its Info once and
+// records in the report what made the run (made_by: its own build and
+// host, the plan as read, each engine's build and host). While the run
+// goes it shows a live status per target from the engines' Progress
+// events: a block redrawn at the foot of a terminal, or plain status
+// lines (status.go); it owns no timer for it, so the deadline loop's
+// clock stays the only one.
+//
 // All of the driver's time goes through Options.Clock, so its tests run
 // the deadline phases on a fake clock.
 package driver
@@ -55,6 +63,7 @@ errored or was not run, or the run was interrupted (SIGINT, SIGTERM);
 `
 
 const usageRun = `Usage: sortie run PLAN [-o report.json] [--json] [--results-stream FILE] [--progress DUR]
+                  [--live-record FILE|-|off] [--status auto|tty|lines|off] [--status-interval DUR]
 
 Runs the plan's scenarios in file order, never overlapping; a scenario's
 stages in order; every execution of a stage on every backend of its pool
@@ -79,6 +88,24 @@ on node-b") fails the execution.
 the report is renamed into place and would replace the stream. Both are
 checked before the plan is read.
 
+The live record (--live-record FILE; by default, with --results-stream S,
+S with its extension replaced by .live.jsonl; - or off for none) is on
+disk within seconds of what it says: the engines report every second
+while it is written, and what they sent is appended with one write and
+one sync at most four times a second. Its first line of a run is {"type":"head",
+"made_by":{...},"run_id":...}; then one {"type":"bucket",...} line per
+final timeline bucket of each execution on each backend (label, backend,
+backend_name, index, start, offset_ms, width_ms, counters, unsent,
+latency {count,p50,p99,max} in ns, samples_dropped) and one
+{"type":"sample",...} line per failure sample (label, backend, bucket,
+due, outcome, latency_ns, class, reason, phase, status, remote,
+conn_age_ms, conn_requests), in the order they come. It is append-only
+and torn-line safe like the results stream; the report names it
+(live_record). A backend lost or silent keeps what its buckets had
+counted: a result with "partial": true and "counted_until" (the end of
+its contiguous buckets from 0), its counters their sums and its planned
+the requests due before counted_until, next to its backend_errors entry.
+
 Flags:
 %s
 stderr lines (stdout carries only the summary or the JSON report):
@@ -88,6 +115,22 @@ stderr lines (stdout carries only the summary or the JSON report):
       every --progress, per execution and backend; non-zero outcome classes
       (1xx 3xx 4xx 5xx stream_resets pool_connection_failure
       pool_failure_timeout pool_overflow inflight_lost)
+  status <label> sent=N answered=N 2xx=N failures=<class>=N,...|none backends=R/B elapsed=<d>/<planned>
+      the live status of a running target, summed over its backends:
+      sent counts the requests with an outcome (a request in flight is
+      counted when it ends), answered those with an HTTP response (1xx to
+      5xx), failures the non-zero classes of the zero-failure set (4xx 5xx
+      stream_resets pool_connection_failure pool_failure_timeout
+      pool_overflow inflight_lost), backends those of B that reported,
+      elapsed the furthest backend's time since the start (whole seconds)
+      against the planned duration. The engines report every second while
+      a status is shown (--progress lines still come every --progress).
+      --status lines (auto when stderr is not a terminal): a line per
+      target once all its backends first reported, then every
+      --status-interval. --status tty (auto on a terminal): one line per
+      running target in a block kept at the foot of the terminal, redrawn
+      in place (ANSI cursor movement) at most four times a second, every
+      other line printed above it; a finished target leaves the block.
   PASS <label> (scenario <s>, <elapsed>)
   FAIL <label> (scenario <s>, <elapsed>): <reason>[; <reason> ...]
   SKIP <label> (scenario <s>): not run: <why>
@@ -97,7 +140,12 @@ stderr lines (stdout carries only the summary or the JSON report):
       executions started, K those never started
 
 The report (-o) and each results-stream line follow the schema documented
-in package github.com/sortie-soak/sortie/record. Per execution:
+in package github.com/sortie-soak/sortie/record. The report's made_by says
+what made the run: the driver's version, vcs revision, Go version, host,
+kernel and CPUs; the plan's path, sha256 and text as read; and per engine
+(backend address) its node, version, build, kernel and CPUs from its Info
+call, asked once before any load ("unknown": true, with why, for an engine
+that does not answer; the run goes on). Per execution:
   failures[]         one {"backend", "counters"} object per backend with a
                      non-zero failure class (4xx, 5xx, resets, connection
                      failures and timeouts, overflow, in-flight losses, and
@@ -162,11 +210,14 @@ func RunOptions(ctx context.Context, o Options, args []string, stdout, stderr io
 
 // runFlags are the run command's flags.
 type runFlags struct {
-	output   string
-	json     bool
-	stream   string
-	progress time.Duration
-	plan     string
+	output         string
+	json           bool
+	stream         string
+	live           string
+	progress       time.Duration
+	status         string
+	statusInterval time.Duration
+	plan           string
 }
 
 func newRunFlagSet(o *Options, f *runFlags, stderr io.Writer) *flag.FlagSet {
@@ -176,7 +227,10 @@ func newRunFlagSet(o *Options, f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.output, "output", "", "same as -o `FILE`")
 	fs.BoolVar(&f.json, "json", false, "print the JSON report on stdout instead of the text summary")
 	fs.StringVar(&f.stream, "results-stream", "", "append each finished execution to `FILE` as one JSON line, synced")
+	fs.StringVar(&f.live, "live-record", "", "append every timeline bucket and failure sample the engines send to `FILE` as JSON lines, synced as they come (default: the results stream's name with its extension replaced by .live.jsonl; - or off: none)")
 	fs.DurationVar(&f.progress, "progress", 30*time.Second, "print a progress line per execution and backend every `DUR` (0: never)")
+	fs.StringVar(&f.status, "status", "auto", "show a live status per target as `MODE`: tty (a block redrawn at the foot of the terminal), lines (status lines), off, or auto (tty when stderr is a terminal, else lines)")
+	fs.DurationVar(&f.statusInterval, "status-interval", 10*time.Second, "with --status lines, print each running target's status line every `DUR`")
 	fs.DurationVar(&o.Grace, "deadline-grace", o.Grace, "slack on top of duration + timeout + drain before a backend's deadline")
 	fs.DurationVar(&o.AnswerWindow, "answer-window", o.AnswerWindow, "how long after its deadline a backend's answer is still awaited before the execution is cancelled on it")
 	fs.DurationVar(&o.CancelWait, "cancel-wait", o.CancelWait, "how long a cancelled execution may take to answer before its backend is named silent")
@@ -217,47 +271,14 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 	if err != nil {
 		return cli.Usage(err)
 	}
-	var problems []error
-	switch len(pos) {
-	case 0:
-		problems = append(problems, errors.New("run needs a PLAN"))
-	case 1:
-		f.plan = pos[0]
-	default:
-		problems = append(problems, fmt.Errorf("run takes one PLAN, not %d arguments (%s)", len(pos), strings.Join(pos, " ")))
-	}
-	if f.progress < 0 {
-		problems = append(problems, fmt.Errorf("--progress must not be negative, not %v", f.progress))
-	}
-	if err := o.Validate(); err != nil {
-		problems = append(problems, err)
-	}
-	if err := checkOutputs(f.output, f.stream); err != nil {
-		problems = append(problems, err)
-	}
-	if len(problems) > 0 {
-		return cli.Usage(errors.Join(problems...))
-	}
-
-	p, err := plan.Load(f.plan)
+	terminal, width := terminalOf(stderr)
+	mode, err := f.check(o, pos, terminal)
 	if err != nil {
 		return cli.Usage(err)
 	}
-	// Every rule that does not need the pools' addresses is checked
-	// before a dns pool is waited for.
-	if _, err := p.Compile(p.Placeholders()); err != nil {
-		return cli.Usage(err)
-	}
-	backends, err := resolvePools(ctx, o, p)
+	planData, compiled, err := loadPlan(ctx, o, f.plan)
 	if err != nil {
-		if ctx.Err() != nil {
-			return cli.Fail(fmt.Errorf("interrupted before any load: %w", err))
-		}
-		return cli.Usage(err)
-	}
-	compiled, err := p.Compile(backends)
-	if err != nil {
-		return cli.Usage(err)
+		return err
 	}
 
 	// A report that cannot be written is found out now, not after hours
@@ -275,39 +296,54 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 		defer stream.Close()
 	}
 
-	r := &runner{
-		opts:     o,
-		log:      o.logger(stderr),
-		lines:    &lineWriter{w: stderr},
-		progress: f.progress,
-		runID:    newRunID(),
+	lines := &lineWriter{w: stderr}
+	r := &runner{opts: o, log: o.logger(lines), lines: lines, runID: newRunID()}
+	livePath := liveRecordPath(f.live, f.stream)
+	// The live record needs the engines' buckets within seconds: they
+	// come with Progress events, so the engines report every status tick
+	// as they do for a live status.
+	r.progressInterval, r.progressEvery = progressCadence(f.progress, o.StatusTick, mode != statusOff || livePath != "")
+	if mode != statusOff {
+		r.status = &statusBoard{mode: mode, now: o.now, interval: f.statusInterval, redraw: o.StatusRedraw, lines: lines}
+	}
+	if mode == statusTTY {
+		lines.block = &liveBlock{width: width}
 	}
 	defer r.close()
-	rep, runErr := r.run(ctx, fromCompiled(compiled), stream)
-
-	var errs []error
-	if runErr != nil {
-		errs = append(errs, runErr)
-	}
-	if f.output != "" {
-		if err := record.WriteReport(f.output, rep); err != nil {
-			errs = append(errs, err)
+	scenarios := fromCompiled(compiled)
+	madeBy := r.madeBy(ctx, f.plan, planData, scenarios)
+	if livePath != "" {
+		if r.live, err = openLive(livePath, record.HeadLine{MadeBy: madeBy, RunID: r.runID}, r.log); err != nil {
+			return cli.Usage(err)
 		}
+	}
+	rep, runErr := r.run(ctx, scenarios, stream)
+	// Every line the engines sent is on disk before the report names
+	// the file.
+	if err := r.live.close(); err != nil {
+		r.log.Error("live record", "err", err)
+	}
+	rep.MadeBy = madeBy
+	if livePath != "" {
+		rep.LiveRecord = livePath
+	}
+
+	errs := []error{runErr}
+	if f.output != "" {
+		errs = append(errs, record.WriteReport(f.output, rep))
 	}
 	if f.json {
 		b, err := record.Marshal(rep)
-		if err != nil {
-			errs = append(errs, err)
-		} else {
+		errs = append(errs, err)
+		if err == nil {
 			stdout.Write(b)
 		}
-		r.lines.printf("%s", finalLine(rep))
 	} else {
 		writeSummary(stdout, rep)
-		r.lines.printf("%s", finalLine(rep))
 	}
+	r.lines.printf("%s", finalLine(rep))
 	switch {
-	case len(errs) > 0:
+	case errors.Join(errs...) != nil:
 		return cli.Fail(errors.Join(errs...))
 	case rep.Cancelled:
 		return cli.Fail(errors.New("the run was interrupted; what came back is in the report"))
@@ -315,6 +351,75 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 		return cli.Silent(cli.ExitFail)
 	}
 	return nil
+}
+
+// check takes the positional arguments and returns every problem of the
+// flags at once, and the status mode (terminal says stderr is one).
+func (f *runFlags) check(o Options, pos []string, terminal bool) (statusMode, error) {
+	var problems []error
+	switch len(pos) {
+	case 0:
+		problems = append(problems, errors.New("run needs a PLAN"))
+	case 1:
+		f.plan = pos[0]
+	default:
+		problems = append(problems, fmt.Errorf("run takes one PLAN, not %d arguments (%s)", len(pos), strings.Join(pos, " ")))
+	}
+	if f.progress < 0 {
+		problems = append(problems, fmt.Errorf("--progress must not be negative, not %v", f.progress))
+	}
+	mode, err := parseStatusMode(f.status, terminal)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	if f.statusInterval <= 0 {
+		problems = append(problems, fmt.Errorf("--status-interval must be positive, not %v", f.statusInterval))
+	}
+	if err := o.Validate(); err != nil {
+		problems = append(problems, err)
+	}
+	if err := checkOutputs(f.output, f.stream); err != nil {
+		problems = append(problems, err)
+	}
+	if live := liveRecordPath(f.live, f.stream); live != "" {
+		for _, other := range []struct{ flag, path string }{{"the results stream", f.stream}, {"the report", f.output}} {
+			if other.path != "" && sameFile(live, other.path) {
+				problems = append(problems, fmt.Errorf("live record %s is %s %s: give them two files", live, other.flag, other.path))
+			}
+		}
+	}
+	return mode, errors.Join(problems...)
+}
+
+// loadPlan reads, validates and compiles the plan, resolving its pools;
+// its error carries the exit code. The plan's bytes as read are kept for
+// the record (made_by), so the file is read once, here.
+func loadPlan(ctx context.Context, o Options, path string) ([]byte, *plan.Compiled, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, cli.Usage(fmt.Errorf("read plan %s: %w", path, err))
+	}
+	p, err := plan.Parse(path, data)
+	if err != nil {
+		return nil, nil, cli.Usage(err)
+	}
+	// Every rule that does not need the pools' addresses is checked
+	// before a dns pool is waited for.
+	if _, err := p.Compile(p.Placeholders()); err != nil {
+		return nil, nil, cli.Usage(err)
+	}
+	backends, err := resolvePools(ctx, o, p)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, cli.Fail(fmt.Errorf("interrupted before any load: %w", err))
+		}
+		return nil, nil, cli.Usage(err)
+	}
+	compiled, err := p.Compile(backends)
+	if err != nil {
+		return nil, nil, cli.Usage(err)
+	}
+	return data, compiled, nil
 }
 
 // run runs every scenario and returns the report. Its error is only for a
@@ -331,6 +436,7 @@ func (r *runner) run(ctx context.Context, scenarios []*scenarioRun, stream *reco
 				r.log.Error("results stream", "err", err)
 			}
 		}
+		r.status.done(e.Label)
 		r.lines.finished(e)
 	}
 	for _, sc := range scenarios {

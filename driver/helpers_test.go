@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -86,6 +87,8 @@ func startEngine(t *testing.T, name string, maxConcurrent int) string {
 type planData struct {
 	Backends []string
 	URL      string
+	// Duration is a plan's executor duration, for the plans that take it.
+	Duration string
 }
 
 // Quoted lists the backends as a YAML flow sequence.
@@ -117,8 +120,17 @@ type result struct {
 	err            error
 	stdout, stderr string
 	report         *record.Report
-	stream         []record.Execution
-	streamBad      int
+	// madeBy is the report's made_by, which the record reader does not
+	// keep (grading never needs it).
+	madeBy    *record.MadeBy
+	stream    []record.Execution
+	streamBad int
+	// live is the live record the run wrote by default, next to the
+	// stream; livePath its path.
+	live     *record.Live
+	livePath string
+	// liveRecord is the report's live_record.
+	liveRecord string
 }
 
 // runDriver runs `sortie run PLAN -o ... --results-stream ...` in this
@@ -135,11 +147,58 @@ func runDriver(t *testing.T, ctx context.Context, o Options, planPath string, ex
 	t.Logf("sortie %s: exit %d, err %v\nstderr:\n%s", strings.Join(args, " "), res.code, err, res.stderr)
 	if src, rerr := record.ReadReportFile(out); rerr == nil {
 		res.report = src.Report()
+		var whole record.Report
+		if b, err := os.ReadFile(out); err == nil && json.Unmarshal(b, &whole) == nil {
+			res.madeBy, res.liveRecord = whole.MadeBy, whole.LiveRecord
+		}
 	}
 	if src, serr := record.ReadStreamFile(stream); serr == nil {
 		res.stream, res.streamBad = record.Plain(src.All), len(src.Skipped)
 	}
+	res.livePath = filepath.Join(dir, "stream.live.jsonl")
+	if f, err := os.Open(res.livePath); err == nil {
+		res.live, _ = record.ReadLive(f)
+		f.Close()
+	}
 	return res
+}
+
+// checkTimelines checks that the live record holds, for every whole
+// result of the report, a timeline that sums to it class by class, and
+// samples that match its buckets; and that the live record is whole (no
+// skipped line) and begins with the run's head.
+func checkTimelines(t *testing.T, res result) {
+	t.Helper()
+	if res.live == nil {
+		t.Fatalf("no live record at %s", res.livePath)
+	}
+	if len(res.live.Skipped) != 0 || len(res.live.Heads) != 1 || res.live.Heads[0].MadeBy == nil {
+		t.Errorf("live record: skipped lines %v, heads %+v", res.live.Skipped, res.live.Heads)
+	}
+	if res.liveRecord != res.livePath {
+		t.Errorf("report's live_record %q, want %q", res.liveRecord, res.livePath)
+	}
+	buckets := record.BucketsBySeries(res.live.Buckets)
+	samples := map[record.SeriesKey][]record.SampleLine{}
+	for _, s := range res.live.Samples {
+		k := record.SeriesKey{Label: s.Label, Backend: s.Backend}
+		samples[k] = append(samples[k], s)
+	}
+	for _, e := range res.report.Executions {
+		for _, br := range e.Results {
+			k := record.SeriesKey{Label: e.Label, Backend: br.Backend}
+			if len(buckets[k]) == 0 {
+				t.Errorf("%s on %s: no bucket in the live record", e.Label, br.Backend)
+				continue
+			}
+			if err := record.CheckTimeline(buckets[k], br); err != nil {
+				t.Errorf("%v", err)
+			}
+			if err := record.CheckSamples(buckets[k], samples[k]); err != nil {
+				t.Errorf("%v", err)
+			}
+		}
+	}
 }
 
 // execution finds an execution of the report by label.

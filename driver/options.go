@@ -53,6 +53,13 @@ type Options struct {
 	InterruptWait time.Duration
 	// InfoTimeout bounds the Info call that reads a refusing engine's cap.
 	InfoTimeout time.Duration
+	// StatusTick is how often the engines report their counters while a
+	// live status is shown (--status): the status moves at this pace, and
+	// the progress lines keep their own --progress.
+	StatusTick time.Duration
+	// StatusRedraw is the shortest time between two redraws of the status
+	// block on a terminal.
+	StatusRedraw time.Duration
 	// ClockSlack is how much later than asked a wait may wake before the
 	// driver concludes it was itself stopped (SIGSTOP, a paused VM) and
 	// restarts its pending deadlines from the moment it woke.
@@ -84,6 +91,8 @@ func DefaultOptions() Options {
 		InterruptWait:   30 * time.Second,
 		InfoTimeout:     5 * time.Second,
 		ClockSlack:      500 * time.Millisecond,
+		StatusTick:      time.Second,
+		StatusRedraw:    250 * time.Millisecond,
 	}
 }
 
@@ -110,6 +119,11 @@ func (o Options) Validate() error {
 	pos("interrupt wait", o.InterruptWait)
 	pos("info timeout", o.InfoTimeout)
 	pos("clock slack", o.ClockSlack)
+	// The engine refuses a progress interval under 10ms.
+	if o.StatusTick < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("status tick must be at least 10ms, not %v", o.StatusTick))
+	}
+	pos("status redraw", o.StatusRedraw)
 	return errors.Join(errs...)
 }
 

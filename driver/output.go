@@ -15,9 +15,12 @@ import (
 
 // lineWriter writes the run's stderr lines. Calls' goroutines print
 // progress while the coordinator prints the rest; each line is one Write.
+// On a terminal with a live status (block set), every line is printed
+// above the status block, which is drawn again below it.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu    sync.Mutex
+	w     io.Writer
+	block *liveBlock
 }
 
 func (l *lineWriter) printf(format string, args ...any) {
@@ -25,9 +28,38 @@ func (l *lineWriter) printf(format string, args ...any) {
 	if !strings.HasSuffix(s, "\n") {
 		s += "\n"
 	}
+	l.write(s)
+}
+
+// Write prints p, whole lines, as printf does: the driver's log goes
+// through it so that it too lands above the status block.
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.write(string(p))
+	return len(p), nil
+}
+
+func (l *lineWriter) write(s string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.block != nil {
+		l.w.Write(l.block.frame(s))
+		return
+	}
 	io.WriteString(l.w, s)
+}
+
+// setBlock replaces the lines of the status block, and redraws it now
+// when draw is set. It does nothing without a block (not a terminal).
+func (l *lineWriter) setBlock(lines []string, draw bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.block == nil {
+		return
+	}
+	l.block.lines = lines
+	if draw {
+		l.w.Write(l.block.frame(""))
+	}
 }
 
 // rateText is "<rate> rps per backend for <duration>[, ramp <ramp>]".

@@ -94,6 +94,8 @@ func TestIntegrationCleanTwoEngines(t *testing.T) {
 	if got := tg.served.Load(); got != 40 {
 		t.Errorf("target served %d requests, want 40", got)
 	}
+	checkMadeBy(t, res.madeBy, planPath, []string{a, b}, names)
+	checkTimelines(t, res)
 	// The stream holds the report's executions, object for object.
 	if res.streamBad != 0 {
 		t.Errorf("%d bad stream lines", res.streamBad)

@@ -105,6 +105,14 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 				longest = d
 			}
 			bes = append(bes, accounting(br)...)
+		} else if br, ok := c.tl.partial(c); ok && (c.state == lost || c.state == silent) {
+			// What a lost engine had counted stays in the report, marked
+			// partial; its backend error below still fails the node.
+			e.Results = append(e.Results, br)
+			for k, v := range br.Counters {
+				totals[k] += v
+			}
+			bes = append(bes, accounting(br)...)
 		}
 		for _, be := range bes {
 			e.BackendErrors = append(e.BackendErrors, be)
@@ -138,6 +146,9 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 				continue
 			}
 			for _, br := range e.Results {
+				if br.Partial {
+					continue // no histograms: its backend error judges it
+				}
 				pass, actual := t.EvalBackend(br.Statistics)
 				e.Thresholds = append(e.Thresholds, record.Threshold{Expr: t.Expr, Scope: br.Backend, Pass: pass, Actual: actual})
 				if !pass {

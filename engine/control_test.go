@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -451,6 +453,18 @@ func TestInfo(t *testing.T) {
 	}
 	if info.GetVersion() != "v9.9.9" || info.GetBackendName() != "node-b" || info.GetMaxConcurrentExecutions() != 3 || len(info.GetRunning()) != 0 {
 		t.Errorf("Info = %v", info)
+	}
+	// The host and build, each against a source of its own.
+	if info.GetCpus() != uint32(runtime.NumCPU()) || info.GetGomaxprocs() != uint32(runtime.GOMAXPROCS(0)) || info.GetGoVersion() != runtime.Version() {
+		t.Errorf("Info host: cpus %d gomaxprocs %d go %q, want %d %d %q", info.GetCpus(), info.GetGomaxprocs(), info.GetGoVersion(),
+			runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
+	}
+	if release, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		if want := strings.TrimSpace(string(release)); info.GetKernel() != want {
+			t.Errorf("Info kernel %q, want %q (/proc/sys/kernel/osrelease)", info.GetKernel(), want)
+		}
+	} else if runtime.GOOS == "linux" {
+		t.Fatal(err)
 	}
 }
 

@@ -41,6 +41,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // DefaultMaxConcurrentExecutions is the default cap of executions running
@@ -389,9 +390,14 @@ func (s *service) Cancel(_ context.Context, req *enginev1.CancelRequest) (*engin
 	return &enginev1.CancelResponse{}, nil
 }
 
-// Info describes the engine.
+// Info describes the engine: its version, name, cap and running
+// executions, and the build and host that make its numbers (a driver
+// records them with its run).
 func (s *service) Info(context.Context, *enginev1.InfoRequest) (*enginev1.InfoResponse, error) {
 	e := s.e
+	// Read before the lock: it asks the kernel and the build info, nothing
+	// of the engine's state.
+	here := record.ThisProgram()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r := &enginev1.InfoResponse{
@@ -399,6 +405,12 @@ func (s *service) Info(context.Context, *enginev1.InfoRequest) (*enginev1.InfoRe
 		BackendName:             e.opts.BackendName,
 		MaxConcurrentExecutions: uint32(e.opts.MaxConcurrentExecutions),
 		Running:                 make([]string, 0, len(e.running)),
+		Kernel:                  here.Kernel,
+		Cpus:                    uint32(here.CPUs),
+		Gomaxprocs:              uint32(here.GOMAXPROCS),
+		GoVersion:               here.GoVersion,
+		VcsRevision:             here.VCSRevision,
+		VcsModified:             here.VCSModified,
 	}
 	for _, x := range e.running {
 		r.Running = append(r.Running, x.spec.label)

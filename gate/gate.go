@@ -27,6 +27,13 @@
 // The gate imports no network code (no gRPC, no client-go, not even net):
 // it is the part a user runs anywhere, on a copied report.
 //
+// Given the run's rolls and faults and its live record, the gate also sets
+// every failure against them (attrib.go): a ROLL or FAULT line per bracket
+// with the failures that fell in it, their error window, recovery time and
+// replicas, and an UNATTRIBUTED line per failure that fell in none, the
+// findings. Those lines judge nothing: the verdict and the exit code are
+// the same with them or without.
+//
 // The work is split in three: the readers turn files into an Input (the
 // report or results stream through record.ReadReportFile and
 // record.ReadStreamFile, the one reader the saver and the driver use too,
@@ -43,6 +50,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/record"
@@ -132,7 +140,70 @@ func Load(o Options) (Input, error) {
 		}
 		in.LogName = o.Log
 	}
-	return in, nil
+	return in, loadAttribution(&in, o)
+}
+
+// loadAttribution reads the rolls and faults and the live record's
+// failures. The live record is the one given, else the report's
+// live_record: as the driver was given it, else beside the report.
+func loadAttribution(in *Input, o Options) error {
+	in.Settle = o.Settle
+	if err := loadRolls(in, o.Rolls); err != nil {
+		return err
+	}
+	live := o.Live
+	if live == "" && in.Source.LiveRecord != "" {
+		// A report copied away from its run may name a live record that
+		// is not there: a note, not unusable input.
+		live = findLive(in.Source.LiveRecord, o.Report)
+		if live == "" {
+			in.Notes = append(in.Notes, fmt.Sprintf("the report names the live record %s, which is not there (nor beside the report): no failure is set against the rolls", in.Source.LiveRecord))
+			return nil
+		}
+	}
+	if live == "" {
+		return nil
+	}
+	return readFile(live, "live record", func(r io.Reader) (err error) {
+		in.Live, err = ReadLiveFailures(r)
+		return err
+	})
+}
+
+// loadRolls reads the files of ROLLED, FAILED and FAULT lines. A line it
+// cannot read is a NOTE, and the others are still used: the rolls explain
+// failures, they are not graded. A file that cannot be read at all is
+// unusable input. Files that hold no roll and no fault leave in.Rolls nil.
+func loadRolls(in *Input, paths []string) error {
+	all := &record.RollLog{}
+	for _, p := range paths {
+		rl, err := record.ReadRollsFile(p)
+		var le *record.RollLineError
+		switch {
+		case err == nil:
+		case errors.As(err, &le):
+			in.Notes = append(in.Notes, fmt.Sprintf("rolls: %s (skipped: no failure is set against what it says)", oneLine(err.Error())))
+		default:
+			return fmt.Errorf("read rolls: %w", err)
+		}
+		all.Rolls = append(all.Rolls, rl.Rolls...)
+		all.Faults = append(all.Faults, rl.Faults...)
+	}
+	if len(all.Rolls)+len(all.Faults) > 0 {
+		in.Rolls = all
+	}
+	return nil
+}
+
+// findLive finds the report's live_record: as named, else by its name
+// beside the report; "" when it is in neither place.
+func findLive(named, report string) string {
+	for _, p := range []string{named, filepath.Join(filepath.Dir(report), filepath.Base(named))} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
 }
 
 func readFile(path, what string, fn func(io.Reader) error) error {
@@ -168,6 +239,10 @@ Files of --dir RUNDIR (each used when present, unless its flag is given):
   ` + DirShares + `     the share table       (--shares)
   ` + DirEngines + `    the engine list       (--engines)
   ` + DirLog + `     the driver's log      (--log)
+  ` + DirChurn + `      the churn driver's ROLLED/FAILED lines   (--rolls; the three files are read alike,
+  ` + DirRolls + `      soak local's ROLLED/FAILED lines           and --rolls FILE replaces all three)
+  ` + DirFaults + `     soak local's FAULT lines
+  ` + DirLive + `     the live record       (--live; else the report's live_record, as named or beside it)
 
 A target passes when ALL of these hold:
   - it is in the report once, and was run (not_run: NOT RUN) and not refused
@@ -203,12 +278,23 @@ Output lines (fields separated by two spaces):
                                        shows skipped executions the report does not)
   LOST  <node> (<address>)  targets=<k>  error: <first error>
   WINDOW  dispatched=<first started_at> ended=<last ended_at> engines_started=<first>..<last>
+  ROLL  <ref>  at=<t> end=<t> settle=<s>s  failures=none|<n> [<node>=<n> ...] classes=<class>=<n>,...[ dropped=<n>]  window=<first>..<last> recovery=<s>s  replicas=<ip:port>,...[  -- the roll FAILED: <why>]
+  FAULT  <kind>  <subject>  at=<t> end=<t> settle=<s>s  failures=...  (the same fields)[  planted: its failures stay UNATTRIBUTED]
+  UNATTRIBUTED  <target>  failures=<n> [<node>=<n> ...] classes=<class>=<n>,...[ dropped=<n>]
+  UNATTRIBUTED  <target>  <node>  at=<outcome> due=<due> class=<class>[ reason=<reason>][ status=<code>] remote=<ip:port>|-
+  UNATTRIBUTED  <target>  <node>  at=<bucket start> dropped=<n> (counted in the bucket from at=, not sampled)
+  UNATTRIBUTED  <target>  and <n> more
+        (the failures set against the rolls and faults: only with rolls, faults
+        or a live record; after the LOST lines, before WINDOW; see below)
   NOTE  <text>                         what the gate noticed and did not judge
   VERDICT PASS|FAIL|UNOBSERVED targets= passed= failed= not_run= backends= lost_backends= report_pass=true|false|absent
         (a stream adds: source=stream skipped_lines=<n> runs=<n>)
 
 Reasons on a FAIL line include:
   LOST BACKEND <node> (<address>) [counters reported|returned nothing]
+  LOST BACKEND <node> (<address>) at +<s>s, <n> answered 2xx before
+      a lost node whose partial result (the driver's count of its timeline)
+      ends <s> seconds after its start, with <n> 2xx counted by then
   survivors <node>=ok|FAIL ...  |  no backend survived
   failures <class>=<n> [<node>=<n> ...] ...
   driver saturated: <n> request(s) not sent [<node>=<n> ...] (pool_overflow: ...)
@@ -222,6 +308,30 @@ Reasons on a FAIL line include:
 
 Nodes are named by --engines (address -> node), else by the engine's own
 backend_name in the report, else by the address.
+
+Failures against the rolls and faults. With a live record (its failure
+samples) and the rolls and faults (ROLLED/FAILED/FAULT lines, any of the
+files above), each roll and fault gets a line of the failures that fell in
+its bracket: from its at= to its end= plus --settle (default 10s: the
+endpoints' propagation lag and a drain). A failure falls in it when its
+outcome time or its due time does, both edges included. A roll covers its
+own target's failures only: the last part of its ref (a churn ref
+<ns>/<kind>/<name> matches on <name>) is the target's name (the label
+without its scenario and a /stage-N). A fault covers its subject's: a
+target's, a node's, or every failure for "driver". window= is the first
+and last failure's time (outcome, or due when it has none), recovery= runs
+from the bracket's at= to its last failure, replicas= are the remotes
+(ip:port) the failures reached. A failure past the engines' sample budget
+is only counted in its bucket (dropped=): it is placed by its bucket's
+interval, timed at its start. A failure in two brackets counts in both. A
+target-fail fault is planted (soak local's stand-in for a failure nothing
+explains): it counts its failures but does not excuse them. Every failure
+in no other bracket is UNATTRIBUTED, per target with a count line, then one
+line each (at most 20 per target, then "and <n> more"): those are the
+findings. These lines change no verdict and no exit code: a failure fails
+its target wherever it fell. Of a live record holding several runs (a head
+line starts each), the last is read. A ROLLED/FAILED/FAULT line that
+cannot be read is a NOTE and is skipped; the others are still used.
 
 A results stream is appended to and never truncated. Lines that hold no
 execution (a torn or unparseable line) are skipped and counted; the

@@ -29,6 +29,7 @@ var wantExit = map[string]int{
 	"saturated-above-floor": 1,
 	"lost-nothing":          1,
 	"lost-partial":          1,
+	"lost-timeline":         1,
 	"no-backend":            1,
 	"slow-node":             0, // latency is printed, not judged
 	"slow-node-max-p99":     1,
@@ -58,6 +59,12 @@ var wantExit = map[string]int{
 	"empty":                 3,
 	"extra-label":           1,
 	"json":                  1,
+	"attrib":                1, // the failures fail their targets wherever they fell
+	"attrib-churn":          1,
+	"attrib-no-live":        1,
+	"attrib-json":           1,
+	"attrib-bad-rolls":      1, // a bad line is a note, not unusable input
+	"attrib-report-live":    1, // the report's live_record, found beside it
 }
 
 // runCase runs the gate on one fixture directory the way a user would:
@@ -153,6 +160,7 @@ func TestGoldenWording(t *testing.T) {
 		{"inflight-lost", []string{"in flight at the end: 2 request(s) with no outcome [node-b=2]"}},
 		{"lost-nothing", []string{"LOST BACKEND node-a (10.0.1.5:8443) [returned nothing] | survivors node-b=ok", "LOST  node-a (10.0.1.5:8443)  targets=3  error: ", "lost_backends=1"}},
 		{"lost-partial", []string{"LOST BACKEND node-a (10.0.1.5:8443) [counters reported] | survivors node-b=ok"}},
+		{"lost-timeline", []string{"LOST BACKEND node-a (10.0.1.5:8443) at +41s, 369 answered 2xx before | survivors node-b=ok"}},
 		{"no-backend", []string{"no backend survived", "lost_backends=2"}},
 		{"frozen-off-plan", []string{"ran off plan (150s) on [node-a=291.507s]"}},
 		{"refused-all", []string{"REFUSED AT THE EXECUTION CAP", "[refused by: node-a node-b]", "lost_backends=0"}},
@@ -173,6 +181,25 @@ func TestGoldenWording(t *testing.T) {
 		{"empty", []string{"VERDICT UNOBSERVED "}},
 		{"old-format", []string{"without started_at: soak/svc-a", "without per-backend results"}},
 		{"cancelled", []string{"error: execution cancelled", `FAIL  run  -- the report says the run was cancelled`}},
+		{"attrib", []string{
+			"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=4 [node-a=1 node-b=3] classes=stream_resets=4  window=2026-03-02T10:00:10.900Z..2026-03-02T10:00:20.400Z recovery=10.4s  replicas=10.0.5.1:8080\n",
+			"FAULT  target-down  svc-2  at=2026-03-02T10:00:30.000Z end=2026-03-02T10:00:35.000Z settle=10s  failures=8 [node-a=3 node-b=5] classes=http_5xx=3 dropped=5  window=2026-03-02T10:00:30.500Z..2026-03-02T10:00:35.300Z recovery=5.3s",
+			"planted: its failures stay UNATTRIBUTED",
+			"UNATTRIBUTED  svc-1  failures=1 [node-a=1] classes=stream_resets=1\n",
+			"UNATTRIBUTED  svc-1  node-a  at=2026-03-02T10:00:40.400Z due=2026-03-02T10:00:40.390Z class=stream_resets reason=remote_reset remote=10.0.5.2:8080\n",
+			"UNATTRIBUTED  svc-3  node-a  at=2026-03-02T10:00:11.400Z ",
+			"UNATTRIBUTED  svc-3  node-a  at=2026-03-02T10:00:50.400Z dropped=2 (counted in the bucket from at=, not sampled)",
+		}},
+		{"attrib-no-live", []string{"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=? (no live record)\n", "NOTE  the report names the live record /var/run/sortie/live.jsonl, which is not there"}},
+		{"attrib-json", []string{`"attribution": {`, `"settle_ms": 2000,`, `"recovery_ms": 2500`, `"unattributed": [`}},
+		{"attrib-bad-rolls", []string{"NOTE  rolls: testdata/attrib-bad-rolls/rolls.log:1: ROLLED line: at=\"yesterday\": ", "ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=4 "}},
+		{"attrib-report-live", []string{"ROLL  svc-1  at=2026-03-02T10:00:10.000Z end=2026-03-02T10:00:12.000Z settle=10s  failures=4 [node-a=1 node-b=3] ", "UNATTRIBUTED  svc-2  failures=8 "}},
+		{"attrib-churn", []string{
+			"ROLL  soak/deployment/svc-1  at=2026-03-02T10:00:20.000Z end=2026-03-02T10:00:23.000Z settle=10s  failures=2 [node-b=2] classes=stream_resets=1,pool_connection_failure=1  window=2026-03-02T10:00:20.700Z..2026-03-02T10:00:21.700Z recovery=1.7s  replicas=10.0.5.1:8080\n",
+			"ROLL  soak/deployment/svc-2  at=2026-03-02T10:00:25.000Z end=2026-03-02T10:00:27.000Z settle=10s  failures=none\n",
+			"-- the roll FAILED: rollout not done within 30s",
+			"UNATTRIBUTED  svc-2  node-a  at=2026-03-02T10:00:41.500Z ",
+		}},
 		{"log-disagrees", []string{"FAIL  testdata/log-disagrees/sortie.log  -- the driver's log shows 2 execution(s) not run"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,12 @@ type Input struct {
 	LogName string
 	// Notes are passed through to the verdict (what --dir chose, ...).
 	Notes []string
+	// Rolls are the run's rolls and faults, and Live the failures of its
+	// live record (both optional); Settle is the settle window after a
+	// roll's or fault's end.
+	Rolls  *record.RollLog
+	Live   *LiveFailures
+	Settle time.Duration
 }
 
 // Verdict is the gate's judgement of a run.
@@ -56,6 +62,9 @@ type Verdict struct {
 	RunFailures []RunFailure `json:"run_failures,omitempty"`
 	// Lost lists every backend lost in the run, once.
 	Lost []Lost `json:"lost,omitempty"`
+	// Attribution sets the failures against the rolls and faults; nil
+	// when the gate was given neither nor a live record.
+	Attribution *Attribution `json:"attribution,omitempty"`
 	// Window is when the run ran.
 	Window Window `json:"window"`
 	// Notes say what the gate noticed and did not judge.
@@ -254,6 +263,9 @@ func Grade(in Input) Verdict {
 		}
 	}
 	v.Lost = g.lostSummary(execs)
+	if v.Attribution = g.attribute(execs); v.Attribution != nil {
+		v.Notes = append(v.Notes, v.Attribution.describe(in.Live)...)
+	}
 	v.Window = window(execs)
 	if src.Form == record.FormStream {
 		if n := len(src.Skipped); n > 0 {
@@ -540,7 +552,10 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 		if ns.lost != nil {
 			lostN++
 			what := "[returned nothing]"
-			if ns.result != nil {
+			switch {
+			case ns.result != nil && ns.result.Partial:
+				what = lostAt(ns.result)
+			case ns.result != nil:
 				what = "[counters reported]"
 			}
 			add(fmt.Sprintf("LOST BACKEND %s (%s) %s", nd.Node, ns.addr, what))
@@ -1066,4 +1081,18 @@ func judgeLog(ls *LogSummary, name string, execs []record.Entry) (int, *RunFailu
 		return k, nil, fmt.Sprintf("%s has no summary line (\"N/M executions passed\"): it could not witness executions not run", name)
 	}
 	return k, nil, ""
+}
+
+// lostAt says when a lost node's partial result ends and what it had
+// counted by then: "at +41s, 369 answered 2xx before". The offset runs
+// from the node's started_at to its counted_until; without both, its
+// elapsed_ms (which the driver sets to the same span).
+func lostAt(r *record.BackendResult) string {
+	ms := r.ElapsedMs
+	from, err1 := time.Parse(time.RFC3339Nano, r.StartedAt)
+	until, err2 := time.Parse(time.RFC3339Nano, r.CountedUntil)
+	if err1 == nil && err2 == nil && !until.Before(from) {
+		ms = until.Sub(from).Milliseconds()
+	}
+	return fmt.Sprintf("at +%ss, %d answered 2xx before", fmtMsAsS(ms), r.Counters[record.HTTP2xx])
 }

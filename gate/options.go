@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sortie-soak/sortie/record"
@@ -21,6 +22,10 @@ const (
 	DirShares  = "shares.tsv"
 	DirEngines = "engines.tsv"
 	DirLog     = "sortie.log"
+	DirChurn   = "churn.log"
+	DirRolls   = record.RollsFileName
+	DirFaults  = record.FaultsFileName
+	DirLive    = "live.jsonl"
 )
 
 // Options is everything the gate is told on its command line.
@@ -54,13 +59,22 @@ type Options struct {
 	// latency without judging it.
 	MaxP99 time.Duration
 
+	// Rolls are files of ROLLED, FAILED and FAULT lines (churn.log,
+	// rolls.log, faults.log), read alike.
+	Rolls []string
+	// Live is the live record; empty: --dir's, else the report's
+	// live_record.
+	Live string
+	// Settle is the settle window after a roll's or fault's end.
+	Settle time.Duration
+
 	// notes says what --dir chose, for the output.
 	notes []string
 }
 
 // DefaultOptions returns the options before any flag is read.
 func DefaultOptions() Options {
-	return Options{FloorPct: "99"}
+	return Options{FloorPct: "99", Settle: DefaultSettle}
 }
 
 // newFlagSet binds the gate's flags to o.
@@ -78,6 +92,9 @@ func newFlagSet(o *Options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.Dir, "dir", o.Dir, "run directory `RUNDIR`: reads "+DirReport+" (else "+DirStream+"), "+DirShares+", "+DirEngines+" and "+DirLog+"\nwhen present; a flag given explicitly wins")
 	fs.BoolVar(&o.JSON, "json", o.JSON, "print the verdict as JSON on stdout instead of lines")
 	fs.DurationVar(&o.MaxP99, "max-p99", o.MaxP99, "judge latency: FAIL a node whose 2xx p99 is above `DUR` (e.g. 200ms); without it latency is printed only")
+	fs.Var((*fileList)(&o.Rolls), "rolls", "a `FILE` of ROLLED, FAILED and FAULT lines (the churn driver's churn.log, soak local's\nrolls.log or faults.log) to set the failures against; repeatable")
+	fs.StringVar(&o.Live, "live", o.Live, "the live record `FILE` whose failure samples are set against the rolls and faults\n(default: --dir's "+DirLive+", else the report's live_record)")
+	fs.DurationVar(&o.Settle, "settle", o.Settle, "a roll's or fault's bracket runs from its begin to its end plus `DUR`: the endpoints'\npropagation lag and a drain")
 	fs.Usage = func() { usage(fs) }
 	return fs
 }
@@ -114,10 +131,17 @@ func (o Options) withDir() Options {
 			o.notes = append(o.notes, fmt.Sprintf("%s has no %s: grading the results stream %s (the run did not write its report)", o.Dir, DirReport, p))
 		}
 	}
+	if len(o.Rolls) == 0 {
+		for _, name := range []string{DirChurn, DirRolls, DirFaults} {
+			if p, ok := has(name); ok {
+				o.Rolls = append(o.Rolls, p)
+			}
+		}
+	}
 	for _, f := range []struct {
 		dst  *string
 		name string
-	}{{&o.Shares, DirShares}, {&o.Engines, DirEngines}, {&o.Log, DirLog}} {
+	}{{&o.Shares, DirShares}, {&o.Engines, DirEngines}, {&o.Log, DirLog}, {&o.Live, DirLive}} {
 		if *f.dst == "" {
 			if p, ok := has(f.name); ok {
 				*f.dst = p
@@ -164,8 +188,24 @@ func (o Options) Validate() error {
 	if o.Backends == 0 && o.Engines == "" {
 		errs = append(errs, errors.New("need --backends N (or --engines FILE, whose engines are counted)"))
 	}
+	if o.Settle < 0 {
+		errs = append(errs, fmt.Errorf("--settle %s must not be negative", o.Settle))
+	}
 	if o.MaxP99 < 0 {
 		errs = append(errs, fmt.Errorf("--max-p99 %s must not be negative", o.MaxP99))
 	}
 	return errors.Join(errs...)
+}
+
+// fileList is a repeatable flag of file names.
+type fileList []string
+
+func (l *fileList) String() string { return strings.Join(*l, ",") }
+
+func (l *fileList) Set(v string) error {
+	if v == "" {
+		return errors.New("want a file name")
+	}
+	*l = append(*l, v)
+	return nil
 }

@@ -20,6 +20,12 @@ func TestFlags(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	rolled := t.TempDir()
+	for _, f := range []string{DirReport, DirChurn, DirRolls, DirFaults, DirLive} {
+		if err := os.WriteFile(filepath.Join(rolled, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	streamOnly := t.TempDir()
 	if err := os.WriteFile(filepath.Join(streamOnly, DirStream), nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -32,15 +38,20 @@ func TestFlags(t *testing.T) {
 		err  string  // parse or Validate error
 	}{
 		{name: "report", args: []string{"--report", "r.json", "--backends", "5"},
-			want: Options{Report: "r.json", Backends: 5, FloorPct: "99"}},
+			want: Options{Report: "r.json", Backends: 5, FloorPct: "99", Settle: DefaultSettle}},
 		{name: "every flag", args: []string{"--stream", "s.jsonl", "--shares", "sh.tsv", "--backends", "3", "--engines", "e.tsv", "--floor-pct", "99.5", "--per-node", "--log", "l", "--json", "--max-p99", "250ms"},
-			want: Options{Stream: "s.jsonl", Shares: "sh.tsv", Backends: 3, Engines: "e.tsv", FloorPct: "99.5", PerNode: true, Log: "l", JSON: true, MaxP99: 250 * time.Millisecond}},
+			want: Options{Stream: "s.jsonl", Shares: "sh.tsv", Backends: 3, Engines: "e.tsv", FloorPct: "99.5", PerNode: true, Log: "l", JSON: true, MaxP99: 250 * time.Millisecond, Settle: DefaultSettle}},
 		{name: "dir fills every file", args: []string{"--dir", dir},
-			want: Options{Dir: dir, Report: p(dir, DirReport), Shares: p(dir, DirShares), Engines: p(dir, DirEngines), Log: p(dir, DirLog), FloorPct: "99"}},
+			want: Options{Dir: dir, Report: p(dir, DirReport), Shares: p(dir, DirShares), Engines: p(dir, DirEngines), Log: p(dir, DirLog), FloorPct: "99", Settle: DefaultSettle}},
 		{name: "an explicit flag wins over dir", args: []string{"--dir", dir, "--shares", "other.tsv", "--backends", "4"},
-			want: Options{Dir: dir, Report: p(dir, DirReport), Shares: "other.tsv", Engines: p(dir, DirEngines), Log: p(dir, DirLog), FloorPct: "99", Backends: 4}},
+			want: Options{Dir: dir, Report: p(dir, DirReport), Shares: "other.tsv", Engines: p(dir, DirEngines), Log: p(dir, DirLog), FloorPct: "99", Backends: 4, Settle: DefaultSettle}},
 		{name: "dir without a report grades its stream", args: []string{"--dir", streamOnly, "--shares", "s", "--backends", "2"},
-			want: Options{Dir: streamOnly, Stream: p(streamOnly, DirStream), Shares: "s", Backends: 2, FloorPct: "99"}},
+			want: Options{Dir: streamOnly, Stream: p(streamOnly, DirStream), Shares: "s", Backends: 2, FloorPct: "99", Settle: DefaultSettle}},
+		{name: "dir fills the rolls, faults and live record", args: []string{"--dir", rolled, "--backends", "2"},
+			want: Options{Dir: rolled, Report: p(rolled, DirReport), Rolls: []string{p(rolled, DirChurn), p(rolled, DirRolls), p(rolled, DirFaults)}, Live: p(rolled, DirLive), Backends: 2, FloorPct: "99", Settle: DefaultSettle}},
+		{name: "explicit rolls, live and settle win over dir", args: []string{"--dir", rolled, "--backends", "2", "--rolls", "a.log", "--rolls", "b.log", "--live", "l.jsonl", "--settle", "3s"},
+			want: Options{Dir: rolled, Report: p(rolled, DirReport), Rolls: []string{"a.log", "b.log"}, Live: "l.jsonl", Backends: 2, FloorPct: "99", Settle: 3 * time.Second}},
+		{name: "negative settle", args: []string{"--report", "r", "--backends", "1", "--settle", "-1s"}, err: "--settle -1s must not be negative"},
 		{name: "both sources", args: []string{"--report", "r", "--stream", "s", "--shares", "x", "--backends", "1"}, err: "exclusive"},
 		{name: "no source", args: []string{"--backends", "1"}, err: "need --report FILE, --stream FILE or --dir RUNDIR"},
 		{name: "empty dir", args: []string{"--dir", t.TempDir(), "--backends", "1"}, err: "holds neither report.json nor results.jsonl"},

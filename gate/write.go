@@ -29,6 +29,7 @@ func WriteText(w io.Writer, v Verdict, perNode bool) error {
 	for _, l := range v.Lost {
 		fmt.Fprintf(bw, "LOST  %s (%s)  targets=%d  error: %s\n", l.Node, l.Addr, l.Targets, l.Error)
 	}
+	writeAttribution(bw, v.Attribution)
 	fmt.Fprintln(bw, windowLine(v.Window))
 	for _, n := range v.Notes {
 		fmt.Fprintf(bw, "NOTE  %s\n", n)
@@ -197,4 +198,107 @@ func intList(ns []int) string {
 		parts = append(parts, strconv.Itoa(n))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// writeAttribution writes the ROLL, FAULT and UNATTRIBUTED lines.
+func writeAttribution(w io.Writer, a *Attribution) {
+	if a == nil {
+		return
+	}
+	settle := fmtMsAsS(a.SettleMs) + "s"
+	for _, b := range a.Rolls {
+		fmt.Fprintln(w, bracketLine("ROLL  "+b.Ref, b, settle, a.HasLive))
+	}
+	for _, b := range a.Faults {
+		fmt.Fprintln(w, bracketLine("FAULT  "+b.Kind+"  "+b.Ref, b, settle, a.HasLive))
+	}
+	for _, u := range a.Unattributed {
+		fmt.Fprintf(w, "UNATTRIBUTED  %s  failures=%d %s", u.Target, u.Failures, nodeList(u.Nodes))
+		if len(u.Classes) > 0 {
+			fmt.Fprintf(w, " classes=%s", classList(u.Classes))
+		}
+		if u.Dropped > 0 {
+			fmt.Fprintf(w, " dropped=%d", u.Dropped)
+		}
+		fmt.Fprintln(w)
+		for _, l := range u.Listed {
+			fmt.Fprintln(w, failureLine(u.Target, l))
+		}
+		if u.More > 0 {
+			fmt.Fprintf(w, "UNATTRIBUTED  %s  and %d more\n", u.Target, u.More)
+		}
+	}
+}
+
+// bracketLine writes one ROLL or FAULT line after its head.
+func bracketLine(head string, b Bracket, settle string, hasLive bool) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "%s  at=%s end=%s settle=%s", head, b.At, b.End, settle)
+	switch {
+	case !hasLive:
+		s.WriteString("  failures=? (no live record)")
+	case b.Failures == 0:
+		s.WriteString("  failures=none")
+	default:
+		fmt.Fprintf(&s, "  failures=%d %s", b.Failures, nodeList(b.Nodes))
+		if len(b.Classes) > 0 {
+			fmt.Fprintf(&s, " classes=%s", classList(b.Classes))
+		}
+		if b.Dropped > 0 {
+			fmt.Fprintf(&s, " dropped=%d", b.Dropped)
+		}
+		fmt.Fprintf(&s, "  window=%s..%s recovery=%ss", b.First, b.Last, fmtMsAsS(*b.RecoveryMs))
+		if len(b.Replicas) > 0 {
+			fmt.Fprintf(&s, "  replicas=%s", strings.Join(b.Replicas, ","))
+		}
+	}
+	if b.Planted {
+		s.WriteString("  planted: its failures stay UNATTRIBUTED")
+	}
+	if b.Failed {
+		s.WriteString("  -- the roll FAILED: " + orQ(b.Why))
+	}
+	return s.String()
+}
+
+// failureLine writes one unattributed failure.
+func failureLine(target string, l FailureLine) string {
+	var s strings.Builder
+	fmt.Fprintf(&s, "UNATTRIBUTED  %s  %s  at=%s", target, l.Node, l.At)
+	if l.Dropped > 0 {
+		fmt.Fprintf(&s, " dropped=%d (counted in the bucket from at=, not sampled)", l.Dropped)
+		return s.String()
+	}
+	fmt.Fprintf(&s, " due=%s class=%s", orQ(l.Due), l.Class)
+	if l.Reason != "" {
+		fmt.Fprintf(&s, " reason=%s", l.Reason)
+	}
+	if l.Status != 0 {
+		fmt.Fprintf(&s, " status=%d", l.Status)
+	}
+	fmt.Fprintf(&s, " remote=%s", orDash(l.Remote))
+	return s.String()
+}
+
+func nodeList(ns []NodeCount) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = fmt.Sprintf("%s=%d", n.Node, n.Count)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func classList(cs []ClassCount) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%s=%d", c.Class, c.Count)
+	}
+	return strings.Join(parts, ",")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

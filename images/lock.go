@@ -5,10 +5,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 // The lock file (images.lock) is text, one image a line:
@@ -215,36 +215,5 @@ func ReadLock(path string) (Lock, error) {
 	return l, nil
 }
 
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory and a rename, so a reader never sees half a file.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename there is nothing to remove
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
 // WriteLock writes l to path atomically.
-func WriteLock(path string, l Lock) error { return writeFileAtomic(path, l.Format()) }
+func WriteLock(path string, l Lock) error { return record.WriteFile(path, l.Format(), 0o644) }

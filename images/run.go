@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sortie-soak/sortie/record"
 	"io"
 	"log/slog"
 	"regexp"
@@ -421,7 +422,7 @@ func runPin(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "UNCHANGED %s\n", t.path)
 			continue
 		}
-		if err := writeFileAtomic(t.path, data); err != nil {
+		if err := record.WriteFile(t.path, data, 0o644); err != nil {
 			return cli.Fail(err)
 		}
 		fmt.Fprintf(stdout, "PINNED %s\n", t.path)
@@ -473,7 +474,7 @@ func runLayer(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Usage(err)
 	}
-	if err := writeFileAtomic(*out, tarBytes); err != nil {
+	if err := record.WriteFile(*out, tarBytes, 0o644); err != nil {
 		return cli.Fail(err)
 	}
 	fmt.Fprintf(stdout, "LAYER %s sha256:%x\n", *out, sha256.Sum256(tarBytes))
@@ -507,7 +508,7 @@ func runRoots(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Fail(err)
 	}
-	if err := writeFileAtomic(*out, ca.PEM); err != nil {
+	if err := record.WriteFile(*out, ca.PEM, 0o644); err != nil {
 		return cli.Fail(err)
 	}
 	fmt.Fprintf(stdout, "ROOTS %s %s %s\n", *out, ca.Digest(), ca.Source)

@@ -35,14 +35,17 @@ func WriteReport(path string, r *Report) error {
 	return WriteFile(path, b, 0o644)
 }
 
-// StreamWriter appends executions to a results stream, one compact JSON
-// object per line. Every line is synced to disk before Append returns, and
-// the file is only ever appended to: a stream written by an earlier run (or
-// an earlier attempt of this one) is kept.
+// StreamWriter appends lines to a file of JSON lines: executions to a
+// results stream (Append), any line type to a live record (AppendLines),
+// one compact JSON object per line. Every batch is synced to disk before
+// its call returns, and the file is only ever appended to: lines written
+// by an earlier run (or an earlier attempt of this one) are kept.
 type StreamWriter struct {
 	mu   sync.Mutex
 	f    streamFile
 	path string
+	// what names the file in errors: "results stream", "live record".
+	what string
 	// suspect is set when an Append failed after it may have written part
 	// of its line (a short write, a write error, a failed sync): the next
 	// Append first closes whatever line the file ends in.
@@ -64,11 +67,21 @@ type streamFile interface {
 // newline is written first so the next line starts clean and the torn one
 // stays a single unparseable line.
 func OpenStream(path string) (*StreamWriter, error) {
+	return openLines(path, "results stream")
+}
+
+// OpenLive opens (or creates) a live record at path for appending, as
+// OpenStream opens a results stream: a torn last line is closed first.
+func OpenLive(path string) (*StreamWriter, error) {
+	return openLines(path, "live record")
+}
+
+func openLines(path, what string) (*StreamWriter, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("open results stream: %w", err)
+		return nil, fmt.Errorf("open %s: %w", what, err)
 	}
-	w := &StreamWriter{f: f, path: path}
+	w := &StreamWriter{f: f, path: path, what: what}
 	if err := w.closeTornLine(); err != nil {
 		f.Close()
 		return nil, err
@@ -79,23 +92,23 @@ func OpenStream(path string) (*StreamWriter, error) {
 func (w *StreamWriter) closeTornLine() error {
 	st, err := w.f.Stat()
 	if err != nil {
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
 	}
 	if st.Size() == 0 {
 		return nil
 	}
 	last := make([]byte, 1)
 	if _, err := w.f.ReadAt(last, st.Size()-1); err != nil {
-		return fmt.Errorf("results stream %s: read last byte: %w", w.path, err)
+		return fmt.Errorf("%s %s: read last byte: %w", w.what, w.path, err)
 	}
 	if last[0] == '\n' {
 		return nil
 	}
 	if _, err := w.f.Write([]byte{'\n'}); err != nil {
-		return fmt.Errorf("results stream %s: close torn line: %w", w.path, err)
+		return fmt.Errorf("%s %s: close torn line: %w", w.what, w.path, err)
 	}
 	if err := w.f.Sync(); err != nil {
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
 	}
 	return nil
 }
@@ -110,10 +123,35 @@ func (w *StreamWriter) Append(e Execution) error {
 	if err != nil {
 		return err
 	}
+	return w.write(b)
+}
+
+// AppendLines writes values as JSON lines, all of them with one write
+// call, and syncs once: a batch is on disk whole, or its failure leaves
+// at most one torn line that the next call closes, as Append does. A
+// value that cannot be encoded fails the batch before anything is
+// written.
+func (w *StreamWriter) AppendLines(lines ...any) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	var buf []byte
+	for _, l := range lines {
+		b, err := json.Marshal(l)
+		if err != nil {
+			return fmt.Errorf("%s %s: encode line: %w", w.what, w.path, err)
+		}
+		buf = append(append(buf, b...), '\n')
+	}
+	return w.write(buf)
+}
+
+// write appends b with one write call and syncs it.
+func (w *StreamWriter) write(b []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.f == nil {
-		return fmt.Errorf("results stream %s: closed", w.path)
+		return fmt.Errorf("%s %s: closed", w.what, w.path)
 	}
 	if w.suspect {
 		if err := w.closeTornLine(); err != nil {
@@ -130,7 +168,7 @@ func (w *StreamWriter) Append(e Execution) error {
 	}
 	if err != nil {
 		w.suspect = true
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
 	}
 	return nil
 }
@@ -145,7 +183,7 @@ func (w *StreamWriter) Close() error {
 	err := w.f.Close()
 	w.f = nil
 	if err != nil {
-		return fmt.Errorf("results stream %s: %w", w.path, err)
+		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
 	}
 	return nil
 }

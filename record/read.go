@@ -67,6 +67,9 @@ type Source struct {
 	Pass *bool
 	// Cancelled is the report's mark of a run interrupted before its end.
 	Cancelled bool
+	// LiveRecord is the report's live_record, as the driver was given it;
+	// empty for a stream or a report without one.
+	LiveRecord string
 	// Executions are those of the run to grade, in file order: every one
 	// of a report, the last run of a stream.
 	Executions []Entry
@@ -154,6 +157,7 @@ func (l limits) readReport(r io.Reader) (*Source, error) {
 		Pass       *bool              `json:"pass"`
 		Cancelled  bool               `json:"cancelled"`
 		Executions *[]json.RawMessage `json:"executions"`
+		LiveRecord string             `json:"live_record"`
 	}
 	if err := json.Unmarshal(data, &top); err != nil {
 		return nil, fmt.Errorf("not a sortie JSON report: %w", err)
@@ -161,7 +165,7 @@ func (l limits) readReport(r io.Reader) (*Source, error) {
 	if top.Executions == nil {
 		return nil, errors.New(`not a sortie JSON report: no "executions" array`)
 	}
-	src := &Source{Form: FormReport, Pass: top.Pass, Cancelled: top.Cancelled}
+	src := &Source{Form: FormReport, Pass: top.Pass, Cancelled: top.Cancelled, LiveRecord: top.LiveRecord}
 	for i, raw := range *top.Executions {
 		e, err := decodeEntry(raw)
 		if err != nil {

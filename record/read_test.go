@@ -326,3 +326,20 @@ func FuzzReadStream(f *testing.F) {
 		}
 	})
 }
+
+// TestReadReportLiveRecord: the report's live_record is carried on the
+// Source, so a reader finds the live record the run appended to.
+func TestReadReportLiveRecord(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"pass":true,"executions":[],"live_record":"out/run/live.jsonl"}`: "out/run/live.jsonl",
+		`{"pass":true,"executions":[]}`:                                    "",
+	} {
+		src, err := ReadReport(strings.NewReader(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.LiveRecord != want {
+			t.Errorf("%s: LiveRecord %q, want %q", in, src.LiveRecord, want)
+		}
+	}
+}

@@ -4,8 +4,11 @@
 // (planned = unsent + the sum of the outcome classes), the typed kinds of
 // backend errors, the run directory's run.env, the share arithmetic that
 // splits a rate over weighted targets, and the one atomic file writer every
-// component uses for a file a user keeps. The driver writes the record with
-// it; the gate, the saver and the kickoff read it with it.
+// component uses for a file a user keeps; and the live record, the JSON
+// lines the driver appends while a run goes (a head line, then the
+// engines' timeline buckets and failure samples: live.go and timeline.go).
+// The driver writes the record with it; the gate, the saver and the kickoff
+// read it with it.
 //
 // It imports no network code (the gate, which must run anywhere on a copied
 // report, builds on it; a test of the gate holds that).
@@ -18,11 +21,14 @@
 //
 // A report is one JSON object, indented by two spaces:
 //
-//	{"pass": bool, "executions": [Execution, ...]}
+//	{"pass": bool, "executions": [Execution, ...], "made_by": MadeBy, "live_record": path}
 //
-// pass is true when every execution passed. executions lists every
+// live_record names the live record the run appended its timeline to (see
+// live.go), as the driver was given it; absent when none. pass is true when every execution passed. executions lists every
 // execution of the plan in plan order (scenarios in file order, then stages,
-// then targets), including those that were never run. A report is written
+// then targets), including those that were never run. made_by says what
+// made the run (absent in earlier reports, which readers accept; readers
+// that do not know it ignore it). A report is written
 // atomically (temporary file, sync, rename): a reader never sees half of one.
 // An interrupted run (SIGINT, SIGTERM) still writes its report, with
 // "cancelled": true and pass false.
@@ -93,6 +99,13 @@
 //	counters      benchmark.* counters; an absent counter was zero
 //	statistics    histogram summaries by id:
 //	              {count, unit, mean, pstdev, min, max, p50, p90, p99, p99.9}
+//	partial       the backend was lost or silent and this is what its
+//	              timeline had counted (its backend_errors entry stays):
+//	              counters and unsent sum its contiguous buckets 0 to k-1,
+//	              planned is what was due before counted_until, so planned
+//	              = unsent + the outcome counters over that part; no
+//	              statistics
+//	counted_until the end of that prefix of buckets, RFC 3339 UTC with ms
 //
 // Counters are named benchmark.* (benchmark.http_2xx, benchmark.pool_overflow,
 // benchmark.stream_resets_before_headers, ...). Statistics are keyed by
@@ -100,6 +113,39 @@
 // nanoseconds ("unit": "ns"), sizes are raw ("unit": "raw"). Readers must
 // tolerate statistics they do not know (older reports carry
 // sequencer.callback and response_body_size, for example).
+//
+// # MadeBy
+//
+// What made the run, so that two soaks months apart are compared knowing
+// what ran them:
+//
+//	driver    Program: the driver's build and host
+//	plan      {path, sha256, text}: the plan file as the driver read it,
+//	          its path as given, the hex SHA-256 of its bytes, and the bytes
+//	          as a string (files it names, such as body_file, are not in it)
+//	engines[] one entry per engine (backend address) of the plan's pools,
+//	          from its Info call: {backend, node, Program fields, unknown,
+//	          error}; node is the engine's --backend-name. An engine that
+//	          did not answer Info has unknown true and error saying why,
+//	          and nothing else; that never fails the run
+//
+// A Program is:
+//
+//	version       the module version of the build, "(devel)" for one from
+//	              a checkout without a version stamp (an engine reports the
+//	              version it was built to report)
+//	vcs_revision  the source revision it was built from (vcs.revision)
+//	vcs_modified  that checkout had uncommitted changes (vcs.modified)
+//	go_version    the Go toolchain it was built with
+//	host          the host name (the driver's only: a pod name on Kubernetes)
+//	kernel        the kernel release, as uname -r prints it (Linux)
+//	cpus          the CPUs the process may run on (runtime.NumCPU)
+//	gomaxprocs    the Go scheduler's share of them, lower under a
+//	              container's CPU limit
+//
+// An empty field was not known. The block is the same Go type, MadeBy, at
+// the head of the live record. The results stream never carries it: an
+// older reader would count any line there as an execution.
 //
 // # Results stream
 //
@@ -142,6 +188,13 @@ type Report struct {
 	Cancelled bool `json:"cancelled,omitempty"`
 	// Executions in the order the plan lists them.
 	Executions []Execution `json:"executions"`
+	// MadeBy says what made the run: the driver, the plan, the engines.
+	// Reports written before it existed have none.
+	MadeBy *MadeBy `json:"made_by,omitempty"`
+	// LiveRecord is the live record the driver appended the timeline to
+	// (sortie run --live-record), as it was given; absent when none was
+	// written.
+	LiveRecord string `json:"live_record,omitempty"`
 }
 
 // Execution is one target of one scenario (or one stage of it) run on every
@@ -239,6 +292,16 @@ type BackendResult struct {
 	Counters map[string]uint64 `json:"counters"`
 	// Statistics by histogram id.
 	Statistics map[string]Statistic `json:"statistics,omitempty"`
+	// Partial says the backend was lost or silent and this result is
+	// what its timeline had counted: Counters and Unsent are the sums of
+	// the contiguous buckets 0 to k-1 it sent, Planned the requests due
+	// before CountedUntil, so planned = unsent + the outcome classes for
+	// the part it covers. Its backend_errors entry stays; a partial
+	// result never passes as the node's whole share.
+	Partial bool `json:"partial,omitempty"`
+	// CountedUntil is the end of that prefix of buckets (RFC 3339, ms):
+	// every request due before it is counted, none due after.
+	CountedUntil string `json:"counted_until,omitempty"`
 }
 
 // Statistic summarises one histogram. Durations are in nanoseconds.

@@ -43,19 +43,7 @@ func (s *saver) checkPVC(ctx context.Context) error {
 // different copy is a broken download, never newer data.
 func (s *saver) copyStream(ctx context.Context) error {
 	dest := filepath.Join(s.o.Dir, FileStream)
-	ok, why, err := s.copyFile(ctx, s.o.Env.Stream, FileStream, func(tmp string) error {
-		if _, err := os.Stat(dest); errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		ext, err := isPrefixFile(dest, tmp)
-		if err != nil {
-			return err
-		}
-		if !ext {
-			return errors.New("the copy does not extend the results.jsonl saved earlier (shorter or different), which is kept")
-		}
-		return nil
-	})
+	ok, why, err := s.copyFile(ctx, s.o.Env.Stream, FileStream, extendsSaved(dest))
 	if err != nil {
 		return err
 	}
@@ -70,6 +58,41 @@ func (s *saver) copyStream(ctx context.Context) error {
 		return nil
 	}
 	s.log.Info("saved the results stream", "executions", len(src.All), "unparseable_lines", len(src.Skipped))
+	return nil
+}
+
+// extendsSaved accepts a copy of an append-only file (the results stream,
+// the live record) only if it extends the one saved at dest before, if
+// any: a shorter or different copy is a broken download, never newer data.
+func extendsSaved(dest string) func(tmp string) error {
+	return func(tmp string) error {
+		if _, err := os.Stat(dest); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		ext, err := isPrefixFile(dest, tmp)
+		if err != nil {
+			return err
+		}
+		if !ext {
+			return fmt.Errorf("the copy does not extend the %s saved earlier (shorter or different), which is kept", filepath.Base(dest))
+		}
+		return nil
+	}
+}
+
+// copyLive copies the live record, kept only if it extends the one saved
+// before, as the stream is. It is not graded: a copy that fails is a
+// problem named in the summary, and the rest of the save goes on.
+func (s *saver) copyLive(ctx context.Context) error {
+	ok, why, err := s.copyFile(ctx, s.o.Env.Live, FileLive, extendsSaved(filepath.Join(s.o.Dir, FileLive)))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		s.problem("live record not copied: %s", why)
+		return nil
+	}
+	s.log.Info("saved the live record", "file", FileLive)
 	return nil
 }
 
@@ -130,22 +153,18 @@ func (s *saver) copyFile(ctx context.Context, pvcPath, name string, accept func(
 	}
 	n, rerr := s.readLog(ctx, pod, "reader", false, t)
 	if rerr != nil {
-		t.Discard()
+		t.Abort()
 		return false, fmt.Sprintf("the log of pod/%s broke off after %d bytes (%v): the download is not whole", pod, n, rerr), nil
 	}
-	if err := t.Sync(); err != nil {
-		t.Discard()
-		return false, "", fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := accept(t.Name()); err != nil {
-		t.Discard()
+	if err := accept(t.TempName()); err != nil {
+		t.Abort()
 		return false, fmt.Sprintf("the copy (%d bytes) is not accepted: %v", n, err), nil
 	}
-	if sameFile(t.Name(), filepath.Join(s.o.Dir, name)) {
-		t.Discard()
+	if sameFile(t.TempName(), filepath.Join(s.o.Dir, name)) {
+		t.Abort()
 		return true, "", nil
 	}
-	if err := t.Commit(name); err != nil {
+	if err := t.Commit(); err != nil {
 		return false, "", err
 	}
 	return true, "", nil

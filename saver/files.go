@@ -21,107 +21,48 @@ const (
 	FileDriverLog  = "sortie.log"
 	FileEnginesEnd = "engines-end.tsv"
 	FileStream     = "results.jsonl"
+	FileLive       = "live.jsonl"
 	FileReport     = "report.json"
 	FileTimes      = "times.tsv"
 	FileSaved      = "SAVED"
 )
 
-// tempPattern names a file being written: hidden, beside its destination,
-// so a rename finishes it and nothing half-written ever has the final name.
-func tempPattern(name string) string { return "." + name + ".tmp-*" }
-
-// isTemp reports whether a directory entry is a temporary file of the saver.
-func isTemp(name string) bool {
-	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
-}
-
 // removeStaleTemps deletes temporary files left by a saver that was killed
-// outright (SIGKILL gives no chance to clean up).
+// outright (SIGKILL gives no chance to clean up). Only the saver's own: the
+// kickoff writes run.env into the same directory while the saver starts.
 func removeStaleTemps(dir string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range ents {
-		if !e.IsDir() && isTemp(e.Name()) {
+		if target, ok := record.AtomicTempTarget(e.Name()); ok && !e.IsDir() && savesFile(target) {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
 }
 
-// tempFile is a file being written in the run directory; Commit renames it
-// to its final name, Discard removes it. Exactly one of them must be called.
-type tempFile struct {
-	*os.File
-	dir, name string
-	done      bool
+// savesFile reports whether name is one the saver writes.
+func savesFile(name string) bool {
+	switch name {
+	case FileJob, FileDriverPod, FileDriverLog, FileEnginesEnd, FileStream, FileLive, FileReport, FileTimes, FileSaved:
+		return true
+	}
+	name = strings.TrimSuffix(name, ".partial")
+	return strings.HasSuffix(name, ".log") && (strings.HasPrefix(name, "engine-") || strings.HasPrefix(name, "sortie-"))
 }
 
-func createTemp(dir, name string) (*tempFile, error) {
-	f, err := os.CreateTemp(dir, tempPattern(name))
-	if err != nil {
-		return nil, fmt.Errorf("write %s: %w", name, err)
-	}
-	return &tempFile{File: f, dir: dir, name: name}, nil
+// createTemp starts name in dir: streamed into a temporary file beside it,
+// it gets its name on Commit (record.CreateAtomic), so nothing half-written
+// ever has the final name. What the saver writes is meant to be read by
+// whoever collects the run directory, hence 0644.
+func createTemp(dir, name string) (*record.AtomicFile, error) {
+	return record.CreateAtomic(filepath.Join(dir, name), 0o644)
 }
 
-// Commit makes the file durable and gives it its final name (as).
-func (t *tempFile) Commit(as string) error {
-	if t.done {
-		return fmt.Errorf("write %s: already finished", as)
-	}
-	t.done = true
-	tmp := t.File.Name()
-	fail := func(err error) error {
-		t.File.Close()
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", as, err)
-	}
-	// CreateTemp makes the file 0600; what the saver writes is meant to be
-	// read by whoever collects the run directory.
-	if err := t.File.Chmod(0o644); err != nil {
-		return fail(err)
-	}
-	if err := t.File.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := t.File.Close(); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", as, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(t.dir, as)); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", as, err)
-	}
-	// The rename is durable only once the directory entry is on disk.
-	if d, err := os.Open(t.dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
-}
-
-// Discard removes the file; it is a no-op after Commit.
-func (t *tempFile) Discard() {
-	if t.done {
-		return
-	}
-	t.done = true
-	t.File.Close()
-	os.Remove(t.File.Name())
-}
-
-// writeFile writes name in dir atomically.
+// writeFile writes name in dir atomically (record.WriteFile).
 func writeFile(dir, name string, data []byte) error {
-	t, err := createTemp(dir, name)
-	if err != nil {
-		return err
-	}
-	if _, err := t.Write(data); err != nil {
-		t.Discard()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return t.Commit(name)
+	return record.WriteFile(filepath.Join(dir, name), data, 0o644)
 }
 
 // writeJSON writes v indented, with a final newline.

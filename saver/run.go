@@ -12,9 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/internal/clock"
 	"github.com/sortie-soak/sortie/record"
@@ -36,8 +33,10 @@ Flags:
 `
 
 const usageTail = `
-RUNDIR/run.env holds KEY=VALUE lines (blank lines and # comments ignored; an
-optional "export " prefix; a value may sit in one pair of quotes; unknown
+RUNDIR/run.env holds KEY=VALUE lines (at most 1 MiB; blank lines and #
+comments ignored; an optional "export " prefix; white space around a key or
+value dropped; a value may sit in one pair of matching quotes, taken
+literally, no escapes, no inline comments; the last of a key wins; unknown
 keys are ignored):
 %s
 Lines on stdout (logs go to stderr):
@@ -60,7 +59,8 @@ Files in RUNDIR: job.json, sortie-pod.json, sortie.log (sortie-<pod>.log for
 earlier attempts), engine-<pod>.log (and engine-<pod>.previous.log after a
 restart; a log that broke off is kept as <file>.partial), engines-end.tsv
 (podIP, node, pod, restarts; tab-separated, sorted), results.jsonl (the
-results stream), report.json, times.tsv (label, started_at, ended_at,
+results stream), live.jsonl (the live record, when run.env names LIVE),
+report.json, times.tsv (label, started_at, ended_at,
 elapsed_ms, backend, backend started_at, pass|fail|not_run; tab-separated,
 "-" for a missing value), SAVED (the time it was written).
 
@@ -141,10 +141,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := c.opts.Validate(); err != nil {
 		return cli.Usage(err)
 	}
-	cs, err := clientset(c.kubeconfig, env.Context)
+	cs, logs, err := clients(c.kubeconfig, env.Context)
 	if err != nil {
 		return cli.Usage(err)
 	}
+	c.opts.Logs = logs
 	c.opts.Out = stdout
 	c.opts.Log = slog.New(slog.NewTextHandler(stderr, nil))
 	res, err := Save(ctx, cs, clock.Real{}, c.opts)
@@ -179,23 +180,6 @@ func readRunEnv(dir string) (RunEnv, error) {
 	}
 	defer f.Close()
 	return ParseRunEnv(f)
-}
-
-// clientset builds a client from a kubeconfig the way kubectl finds it.
-func clientset(kubeconfig, context string) (kubernetes.Interface, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	cfg.UserAgent = "sortie-save"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return cs, nil
 }
 
 // printTimes prints times.tsv of a report, else of a results stream.

@@ -1,18 +1,18 @@
 package saver
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 // RunEnv is what a run directory's run.env says about the run. The kickoff
@@ -32,6 +32,9 @@ type RunEnv struct {
 	// Stream is the results stream's file name on the PVC (STREAM); empty
 	// when the run writes none.
 	Stream string
+	// Live is the live record's file name on the PVC (LIVE); empty when
+	// the run writes none or run.env does not say.
+	Live string
 	// PVC is the claim the driver writes the report and stream to (PVC).
 	PVC string
 	// PlannedDuration is how long the load was planned to run
@@ -66,6 +69,7 @@ var RunEnvKeys = []struct{ Key, Doc string }{
 	{"PVC", "the report PVC (required)"},
 	{"REPORT", "report file name on the PVC, relative to its root (required)"},
 	{"STREAM", "results stream file name on the PVC (optional)"},
+	{"LIVE", "live record file name on the PVC (optional; saved as live.jsonl)"},
 	{"PLANNED_DURATION", "planned load duration: a Go duration (900s, 8h) or whole seconds (required)"},
 	{"LOAD_START", "when the load started: RFC 3339 or Unix seconds (optional; default the Job's start time)"},
 	{"ENGINE_SELECTOR", "label selector of the engine pods (optional; no engine logs without it)"},
@@ -77,75 +81,48 @@ var RunEnvKeys = []struct{ Key, Doc string }{
 	{"ENGINE_CONTAINER", "engine container whose log is saved (optional; default the pod's first)"},
 }
 
-var keyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// ParseRunEnv reads run.env: one KEY=VALUE per line, blank lines and lines
-// starting with # ignored, an optional "export " prefix, and a value in one
-// pair of matching single or double quotes taken without them (no escapes,
-// no inline comments). Unknown keys are ignored: run.env is shared by every
-// program of the harness. A key given twice keeps its last value, as a
-// shell would. Every malformed line and bad value is reported, with its line
-// number; missing keys are for Validate.
+// ParseRunEnv reads run.env by record.ReadEnv's rules: one KEY=VALUE per
+// line, blank lines and lines starting with # ignored, an optional
+// "export " prefix, and a value in one pair of matching single or double
+// quotes taken without them (no escapes, no inline comments). Unknown keys
+// are ignored: run.env is shared by every program of the harness. A key
+// given twice keeps its last value, as a shell would. Every malformed line
+// and bad value is reported, with its line number; missing keys are for
+// Validate.
 func ParseRunEnv(r io.Reader) (RunEnv, error) {
-	vals := map[string]string{}
-	lines := map[string]int{}
-	var errs []error
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		line = strings.TrimPrefix(line, "export ")
-		k, v, ok := strings.Cut(line, "=")
-		k = strings.TrimSpace(k)
-		if !ok || !keyRE.MatchString(k) {
-			errs = append(errs, fmt.Errorf("run.env:%d: want KEY=VALUE, got %q", n, clip(line, 60)))
-			continue
-		}
-		v = strings.TrimSpace(v)
-		if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
-			v = v[1 : len(v)-1]
-		}
-		vals[k] = v
-		lines[k] = n
-	}
-	if err := sc.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("run.env:%d: %w", n+1, err))
-	}
+	vals, err := record.ReadEnv(r)
+	errs := []error{err}
 	env := RunEnv{
-		Context:         vals["CONTEXT"],
-		Namespace:       vals["NAMESPACE"],
-		Job:             vals["JOB"],
-		Report:          vals["REPORT"],
-		Stream:          vals["STREAM"],
-		PVC:             vals["PVC"],
-		EngineSelector:  vals["ENGINE_SELECTOR"],
-		ReaderImage:     vals["READER_IMAGE"],
-		ReaderPod:       vals["READER_POD"],
-		DriverContainer: vals["DRIVER_CONTAINER"],
-		EngineContainer: vals["ENGINE_CONTAINER"],
+		Context:         vals.Get("CONTEXT"),
+		Namespace:       vals.Get("NAMESPACE"),
+		Job:             vals.Get("JOB"),
+		Report:          vals.Get("REPORT"),
+		Stream:          vals.Get("STREAM"),
+		Live:            vals.Get("LIVE"),
+		PVC:             vals.Get("PVC"),
+		EngineSelector:  vals.Get("ENGINE_SELECTOR"),
+		ReaderImage:     vals.Get("READER_IMAGE"),
+		ReaderPod:       vals.Get("READER_POD"),
+		DriverContainer: vals.Get("DRIVER_CONTAINER"),
+		EngineContainer: vals.Get("ENGINE_CONTAINER"),
 	}
-	if f := strings.Fields(vals["READER_COMMAND"]); len(f) > 0 {
+	if f := strings.Fields(vals.Get("READER_COMMAND")); len(f) > 0 {
 		env.ReaderCommand = f
 	}
 	if env.ReaderImage == "" {
-		env.ReaderImage = vals["DRIVER_IMAGE"]
+		env.ReaderImage = vals.Get("DRIVER_IMAGE")
 	}
-	if v, ok := vals["PLANNED_DURATION"]; ok && v != "" {
+	if v := vals.Get("PLANNED_DURATION"); v != "" {
 		d, err := parseDuration(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("run.env:%d: PLANNED_DURATION: %w", lines["PLANNED_DURATION"], err))
+			errs = append(errs, fmt.Errorf("run.env:%d: PLANNED_DURATION: %w", vals.Line("PLANNED_DURATION"), err))
 		}
 		env.PlannedDuration = d
 	}
-	if v, ok := vals["LOAD_START"]; ok && v != "" {
+	if v := vals.Get("LOAD_START"); v != "" {
 		t, err := parseTime(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("run.env:%d: LOAD_START: %w", lines["LOAD_START"], err))
+			errs = append(errs, fmt.Errorf("run.env:%d: LOAD_START: %w", vals.Line("LOAD_START"), err))
 		}
 		env.LoadStart = t
 	}
@@ -215,7 +192,7 @@ func (e RunEnv) Validate() error {
 			errs = append(errs, fmt.Errorf("run.env: %s %q: %s", kv[0], kv[1], m))
 		}
 	}
-	for _, kv := range [][2]string{{"REPORT", e.Report}, {"STREAM", e.Stream}} {
+	for _, kv := range [][2]string{{"REPORT", e.Report}, {"STREAM", e.Stream}, {"LIVE", e.Live}} {
 		if kv[1] == "" {
 			continue
 		}

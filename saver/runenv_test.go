@@ -15,6 +15,7 @@ JOB=sortie-run
 PVC=sortie-report
 REPORT=runs/r1/report.json
 STREAM=runs/r1/results.jsonl
+LIVE=runs/r1/results.live.jsonl
 PLANNED_DURATION=900s
 LOAD_START=2031-03-04T10:00:00Z
 ENGINE_SELECTOR=app.kubernetes.io/component=engine,app.kubernetes.io/instance=soak
@@ -34,7 +35,7 @@ func TestParseRunEnv(t *testing.T) {
 		in:   fullRunEnv,
 		want: RunEnv{
 			Context: "kind-soak", Namespace: "soak", Job: "sortie-run", PVC: "sortie-report",
-			Report: "runs/r1/report.json", Stream: "runs/r1/results.jsonl",
+			Report: "runs/r1/report.json", Stream: "runs/r1/results.jsonl", Live: "runs/r1/results.live.jsonl",
 			PlannedDuration: 900 * time.Second, LoadStart: time.Date(2031, 3, 4, 10, 0, 0, 0, time.UTC),
 			EngineSelector: "app.kubernetes.io/component=engine,app.kubernetes.io/instance=soak",
 			ReaderImage:    "registry.example/reader:1@sha256:0000",
@@ -61,12 +62,12 @@ func TestParseRunEnv(t *testing.T) {
 			"READER_IMAGE (or DRIVER_IMAGE) is missing", "PLANNED_DURATION is missing"},
 	}, {
 		name: "paths that leave the PVC, bad names, bad selector",
-		in: "NAMESPACE=Soak_1\nJOB=Sortie\nPVC=p\nREPORT=/etc/passwd\nSTREAM=../x.jsonl\n" +
+		in: "NAMESPACE=Soak_1\nJOB=Sortie\nPVC=p\nREPORT=/etc/passwd\nSTREAM=../x.jsonl\nLIVE=/x.live.jsonl\n" +
 			"PLANNED_DURATION=1s\nREADER_IMAGE=i\nENGINE_SELECTOR=a in (\n",
-		want: RunEnv{Namespace: "Soak_1", Job: "Sortie", PVC: "p", Report: "/etc/passwd", Stream: "../x.jsonl",
+		want: RunEnv{Namespace: "Soak_1", Job: "Sortie", PVC: "p", Report: "/etc/passwd", Stream: "../x.jsonl", Live: "/x.live.jsonl",
 			PlannedDuration: time.Second, ReaderImage: "i", EngineSelector: "a in ("},
 		invalid: []string{"NAMESPACE \"Soak_1\"", "JOB \"Sortie\"", "REPORT: \"/etc/passwd\" must be relative",
-			"STREAM: \"../x.jsonl\" must be a clean path", "ENGINE_SELECTOR"},
+			"STREAM: \"../x.jsonl\" must be a clean path", "LIVE: \"/x.live.jsonl\" must be relative", "ENGINE_SELECTOR"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -235,6 +235,9 @@ func Save(ctx context.Context, cs kubernetes.Interface, clk clock.Clock, o Optio
 	if o.Env.Stream != "" {
 		steps = append(steps, step{"results stream", s.copyStream})
 	}
+	if o.Env.Live != "" {
+		steps = append(steps, step{"live record", s.copyLive})
+	}
 	if state != JobActive {
 		steps = append(steps, step{"report", s.copyReport})
 	}
@@ -262,8 +265,10 @@ func Save(ctx context.Context, cs kubernetes.Interface, clk clock.Clock, o Optio
 	return s.finish()
 }
 
-// stepBound is a real-time backstop for one step: each wait inside it is
-// already bounded on the clock; this catches an API call that hangs.
+// stepBound is a real-time backstop for one step, and for each look at the
+// Job while it runs: each wait inside a step is already bounded on the
+// clock, and each request by the client's timeout; this catches an API call
+// that hangs anyway.
 func (s *saver) stepBound() time.Duration {
 	return 2*(s.o.DeleteTimeout+s.o.ForceDeleteTimeout+s.o.CopyTimeout) + time.Minute
 }
@@ -276,7 +281,7 @@ func (s *saver) waitJob(ctx context.Context) (string, *batchv1.Job, error) {
 	var saidAt time.Time
 	said := false
 	for {
-		job, err := s.cs.BatchV1().Jobs(s.o.Env.Namespace).Get(ctx, s.o.Env.Job, metav1.GetOptions{})
+		job, err := s.getJob(ctx)
 		state := JobActive
 		switch {
 		case apierrors.IsNotFound(err):
@@ -312,6 +317,16 @@ func (s *saver) waitJob(ctx context.Context) (string, *batchv1.Job, error) {
 			return JobActive, last, fmt.Errorf("interrupted while waiting for job/%s to end: nothing saved", s.o.Env.Job)
 		}
 	}
+}
+
+// getJob reads the Job once. The wait for the Job lasts as long as the
+// run, but each look at it is bounded like a step (stepBound), so a request
+// the API server takes and never answers cannot outlast the give-up time.
+// A signal still ends it at once: the bound is on ctx, not detached.
+func (s *saver) getJob(ctx context.Context) (*batchv1.Job, error) {
+	gctx, cancel := context.WithTimeout(ctx, s.stepBound())
+	defer cancel()
+	return s.cs.BatchV1().Jobs(s.o.Env.Namespace).Get(gctx, s.o.Env.Job, metav1.GetOptions{})
 }
 
 // jobState reads the Job's terminal conditions. SuccessCriteriaMet and
@@ -458,15 +473,15 @@ func (s *saver) saveLog(ctx context.Context, pod, container string, previous boo
 	}
 	n, rerr := s.readLog(ctx, pod, container, previous, t)
 	if rerr == nil {
-		return t.Commit(name)
+		return t.Commit()
 	}
 	if n == 0 {
-		t.Discard()
+		t.Abort()
 		s.problem("log of pod/%s not saved: %v", pod, rerr)
 		return nil
 	}
 	s.problem("log of pod/%s broke off after %d bytes (%v): kept as %s.partial", pod, n, rerr, name)
-	return t.Commit(name + ".partial")
+	return t.CommitAs(filepath.Join(s.o.Dir, name+".partial"))
 }
 
 // readLog copies a whole log into w; an error means it is not whole.

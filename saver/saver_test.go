@@ -23,10 +23,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sortie-soak/sortie/internal/clock"
+	"github.com/sortie-soak/sortie/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -281,6 +283,11 @@ func (fx *fixture) options(out io.Writer) Options {
 // save runs Save while a goroutine moves the fake clock a second at a time
 // whenever Save sleeps, so nothing sleeps for real.
 func (fx *fixture) save(ctx context.Context, out io.Writer) (Result, error) {
+	return fx.saveWith(ctx, fx.cs, out)
+}
+
+// saveWith is save through cs, a client that wraps the fixture's.
+func (fx *fixture) saveWith(ctx context.Context, cs kubernetes.Interface, out io.Writer) (Result, error) {
 	tick, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -290,7 +297,7 @@ func (fx *fixture) save(ctx context.Context, out io.Writer) (Result, error) {
 			fx.clk.Advance(time.Second)
 		}
 	}()
-	res, err := Save(ctx, fx.cs, fx.clk, fx.options(out))
+	res, err := Save(ctx, cs, fx.clk, fx.options(out))
 	stop()
 	wg.Wait()
 	return res, err
@@ -540,6 +547,35 @@ func TestSave(t *testing.T) {
 			}
 		},
 	}, {
+		name: "live-record-copied",
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.env.Live = "runs/r1/results.live.jsonl"
+			fx.fileLogs[fx.env.Live] = logScript{data: []byte(`{"type":"head","run_id":"r1"}` + "\n" + `{"type":"bucket","label":"steady/alpha","backend":"10.0.1.5:8443","index":0}` + "\n")}
+			return objs
+		},
+		saved: true,
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			got, err := os.ReadFile(filepath.Join(fx.dir, FileLive))
+			if want := fx.fileLogs[fx.env.Live].data; err != nil || !bytes.Equal(got, want) {
+				t.Errorf("live.jsonl %q (%v), want the PVC's %q", got, err, want)
+			}
+		},
+	}, {
+		name:   "shorter-live-record-never-replaces-longer",
+		before: map[string][]byte{FileLive: []byte("{\"type\":\"head\"}\n{\"type\":\"bucket\"}\n")},
+		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
+			fx.env.Live = "runs/r1/results.live.jsonl"
+			fx.fileLogs[fx.env.Live] = logScript{data: []byte("{\"type\":\"head\"}\n")}
+			return objs
+		},
+		saved: true,
+		keep:  []string{FileLive},
+		check: func(t *testing.T, fx *fixture, res Result, out string) {
+			if !strings.Contains(out, "live record not copied") && !strings.Contains(strings.Join(res.Problems, " "), "live record not copied") {
+				t.Errorf("no problem names the live record copy that was refused: %q %+v", out, res)
+			}
+		},
+	}, {
 		name:   "shorter-stream-never-replaces-longer",
 		before: map[string][]byte{FileStream: goodStream},
 		setup: func(fx *fixture, objs []runtime.Object) []runtime.Object {
@@ -742,7 +778,7 @@ func checkNoTemps(t *testing.T, dir string) {
 	t.Helper()
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if isTemp(e.Name()) {
+		if record.IsAtomicTemp(e.Name()) {
 			t.Errorf("temporary file %s left behind", e.Name())
 		}
 	}

@@ -3,6 +3,7 @@ package soak
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -14,6 +15,11 @@ type FaultKind string
 const (
 	// TargetDown makes one fixture target answer 503 for a window.
 	TargetDown FaultKind = "target-down"
+	// TargetFail makes one fixture target abort a few requests with a TCP
+	// reset, unanswered: the next Count requests, or every request of a
+	// short window. It happens outside any roll, so its failures are
+	// attributed to no roll.
+	TargetFail FaultKind = "target-fail"
 	// EngineKill sends SIGKILL to one node's engine.
 	EngineKill FaultKind = "engine-kill"
 	// EngineFreeze stops one node's engine with SIGSTOP, then resumes it
@@ -31,13 +37,24 @@ type Fault struct {
 	Subject string
 	// At is when the fault begins, after the load start.
 	At time.Duration
-	// For is how long it lasts (0 for engine-kill).
+	// For is how long it lasts (0 for engine-kill, and for a target-fail
+	// of a Count).
 	For time.Duration
+	// Count is how many requests a target-fail fails (0 when it has a
+	// window instead).
+	Count int
 }
+
+// maxFailCount bounds a target-fail's count: a few requests, never a
+// window's worth in disguise.
+const maxFailCount = 10_000
 
 func (f Fault) String() string {
 	s := fmt.Sprintf("%s:%s@%s", f.Kind, f.Subject, f.At)
-	if f.For > 0 {
+	switch {
+	case f.Count > 0:
+		s += "+" + strconv.Itoa(f.Count)
+	case f.For > 0:
 		s += "+" + f.For.String()
 	}
 	return s
@@ -48,11 +65,14 @@ var subjectRE = regexp.MustCompile(`^[a-z0-9-]+$`)
 // ParseFault reads a --fault spec:
 //
 //	target-down:<target>@<start>+<length>
+//	target-fail:<target>@<start>+<count>
+//	target-fail:<target>@<start>+<length>
 //	engine-kill:<node>@<start>
 //	engine-freeze:<node>@<start>+<length>
 //	driver-freeze:@<start>+<length>
 //
-// where start and length are durations such as 10s or 1m30s.
+// where start and length are durations such as 10s or 1m30s, and count a
+// whole number of requests, 1 to 10000.
 func ParseFault(spec string) (Fault, error) {
 	kind, rest, ok := strings.Cut(spec, ":")
 	if !ok {
@@ -69,13 +89,17 @@ func ParseFault(spec string) (Fault, error) {
 	if f.At, err = time.ParseDuration(start); err != nil || f.At < 0 {
 		return Fault{}, fmt.Errorf("fault %q: start %q is not a duration such as 10s", spec, start)
 	}
-	if hasLength {
+	if hasLength && f.Kind == TargetFail && length != "" && strings.Trim(length, "0123456789") == "" {
+		if f.Count, err = strconv.Atoi(length); err != nil || f.Count < 1 || f.Count > maxFailCount {
+			return Fault{}, fmt.Errorf("fault %q: count %q must be 1 to %d requests", spec, length, maxFailCount)
+		}
+	} else if hasLength {
 		if f.For, err = time.ParseDuration(length); err != nil || f.For <= 0 {
 			return Fault{}, fmt.Errorf("fault %q: length %q is not a positive duration such as 5s", spec, length)
 		}
 	}
 	switch f.Kind {
-	case TargetDown, EngineFreeze:
+	case TargetDown, TargetFail, EngineFreeze:
 		if !hasLength {
 			return Fault{}, fmt.Errorf("fault %q: %s needs a length (@START+LENGTH)", spec, f.Kind)
 		}
@@ -97,7 +121,7 @@ func ParseFault(spec string) (Fault, error) {
 			return Fault{}, fmt.Errorf("fault %q: driver-freeze needs a length (@START+LENGTH)", spec)
 		}
 	default:
-		return Fault{}, fmt.Errorf("fault %q: unknown kind %q (want target-down, engine-kill, engine-freeze or driver-freeze)", spec, kind)
+		return Fault{}, fmt.Errorf("fault %q: unknown kind %q (want target-down, target-fail, engine-kill, engine-freeze or driver-freeze)", spec, kind)
 	}
 	return f, nil
 }

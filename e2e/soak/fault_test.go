@@ -18,6 +18,13 @@ func TestParseFault(t *testing.T) {
 		{spec: "engine-kill:node-b@20s", want: Fault{Kind: EngineKill, Subject: "node-b", At: 20 * time.Second}},
 		{spec: "engine-freeze:node-b@5s+3m", want: Fault{Kind: EngineFreeze, Subject: "node-b", At: 5 * time.Second, For: 3 * time.Minute}},
 		{spec: "driver-freeze:@10s+1m30s", want: Fault{Kind: DriverFreeze, At: 10 * time.Second, For: 90 * time.Second}},
+		{spec: "target-fail:svc-3@8s+6", want: Fault{Kind: TargetFail, Subject: "svc-3", At: 8 * time.Second, Count: 6}},
+		{spec: "target-fail:svc-3@8s+500ms", want: Fault{Kind: TargetFail, Subject: "svc-3", At: 8 * time.Second, For: 500 * time.Millisecond}},
+		{spec: "target-fail:svc-3@8s", err: "needs a length"},
+		{spec: "target-fail:svc-3@8s+0", err: "count \"0\" must be 1 to 10000"},
+		{spec: "target-fail:svc-3@8s+10001", err: "must be 1 to 10000"},
+		{spec: "target-fail:svc-3@8s+99999999999999999999", err: "must be 1 to 10000"},
+		{spec: "target-down:svc-1@10s+6", err: "not a positive duration"},
 		{spec: "target-down:svc-1@10s", err: "needs a length"},
 		{spec: "engine-kill:node-b@20s+1s", err: "takes no length"},
 		{spec: "driver-freeze:x@1s+1s", err: "takes no subject"},
@@ -52,7 +59,7 @@ func TestParseFault(t *testing.T) {
 }
 
 func FuzzParseFault(f *testing.F) {
-	for _, s := range []string{"target-down:svc-1@10s+5s", "engine-kill:node-b@20s", "driver-freeze:@1s+1s", ":@+", "x"} {
+	for _, s := range []string{"target-down:svc-1@10s+5s", "engine-kill:node-b@20s", "driver-freeze:@1s+1s", ":@+", "x", "target-fail:a@1s+3", "target-fail:a@1s+1s"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, spec string) {
@@ -60,8 +67,8 @@ func FuzzParseFault(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, err := ParseFault(got.String()); err != nil {
-			t.Fatalf("%q parsed to %v, which does not parse back: %v", spec, got, err)
+		if again, err := ParseFault(got.String()); err != nil || again != got {
+			t.Fatalf("%q parsed to %v, which parses back to %v, %v", spec, got, again, err)
 		}
 	})
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/internal/clock"
 	"github.com/sortie-soak/sortie/internal/kube"
+	"github.com/sortie-soak/sortie/record"
 	"github.com/sortie-soak/sortie/render"
 	"github.com/sortie-soak/sortie/saver"
 	"github.com/sortie-soak/sortie/watchdog"
@@ -112,11 +113,11 @@ type kickoff struct {
 	churnNS  string
 	watchNS  []string
 
-	pvc, reportName, streamName string
-	driverImage                 string
-	engineKind                  string
-	engines                     []engineRow
-	backends                    int
+	pvc, reportName, streamName, liveName string
+	driverImage                           string
+	engineKind                            string
+	engines                               []engineRow
+	backends                              int
 
 	// stages are what the run starts in the cluster and beside it, in
 	// order; started is how many of them have started.
@@ -241,6 +242,7 @@ func (k *kickoff) readInputs() error {
 	// appended to and never truncated, and a kept PVC may hold earlier runs.
 	k.reportName = k.tag + ".json"
 	k.streamName = k.tag + ".jsonl"
+	k.liveName = k.tag + ".live.jsonl"
 	k.stages = []string{
 		"priorityclass/" + k.o.PriorityClass,
 		"pvc/" + k.pvc,
@@ -424,6 +426,7 @@ func (k *kickoff) values(job bool, plan string) map[string]any {
 	setPath(v, "report.volume", k.pvc)
 	setPath(v, "report.path", k.reportName)
 	setPath(v, "report.stream", k.streamName)
+	setPath(v, "report.live", k.liveName)
 	if plan != "" {
 		setPath(v, "plan", plan)
 	}
@@ -440,7 +443,7 @@ func (k *kickoff) writeValues(values map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("values: %w", err)
 	}
-	return os.WriteFile(filepath.Join(k.dir, valuesFile), data, 0o644)
+	return record.WriteFile(filepath.Join(k.dir, valuesFile), data, 0o644)
 }
 
 // writeEngines writes engines.tsv: pod IP, node, pod, sorted by IP.
@@ -449,8 +452,8 @@ func (k *kickoff) writeEngines() error {
 	for _, e := range k.engines {
 		fmt.Fprintf(&b, "%s\t%s\t%s\n", e.ip, e.node, e.pod)
 	}
-	if err := os.WriteFile(filepath.Join(k.dir, enginesFile), []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", enginesFile, err)
+	if err := record.WriteFile(filepath.Join(k.dir, enginesFile), []byte(b.String()), 0o644); err != nil {
+		return err
 	}
 	nodes := make([]string, len(k.engines))
 	for i, e := range k.engines {
@@ -481,15 +484,15 @@ func (k *kickoff) renderPlan(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("render the plan: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(k.dir, planFile), r.YAML, 0o644); err != nil {
-		return "", fmt.Errorf("write %s: %w", planFile, err)
+	if err := record.WriteFile(filepath.Join(k.dir, planFile), r.YAML, 0o644); err != nil {
+		return "", err
 	}
 	var shares bytes.Buffer
 	if err := render.WriteShares(&shares, r.Shares); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(k.dir, sharesFile), shares.Bytes(), 0o644); err != nil {
-		return "", fmt.Errorf("write %s: %w", sharesFile, err)
+	if err := record.WriteFile(filepath.Join(k.dir, sharesFile), shares.Bytes(), 0o644); err != nil {
+		return "", err
 	}
 	rps := make([]int, len(r.Shares))
 	for i, s := range r.Shares {
@@ -537,18 +540,15 @@ func (k *kickoff) statsd(ctx context.Context) (string, error) {
 }
 
 // writeRunEnv writes run.env, the run's description for the saver, the
-// teardown and a later sortie-save; written whole, then renamed.
+// teardown and a later sortie-save, atomically (record.WriteEnv: quoted
+// so that every reader gives each value back exactly). An empty value is
+// left out.
 func (k *kickoff) writeRunEnv() error {
-	var b strings.Builder
-	b.WriteString("# A sortie run, written by soak run. sortie-save --dir and soak teardown --dir read it.\n")
+	var pairs []record.EnvPair
 	kv := func(key, value string) {
-		if value == "" {
-			return
+		if value != "" {
+			pairs = append(pairs, record.EnvPair{Key: key, Value: value})
 		}
-		if strings.ContainsAny(value, " \t#\"") && !strings.Contains(value, "'") {
-			value = "'" + value + "'"
-		}
-		fmt.Fprintf(&b, "%s=%s\n", key, value)
 	}
 	kv("RUN_TAG", k.tag)
 	kv("PROFILE", k.o.Profile)
@@ -560,6 +560,7 @@ func (k *kickoff) writeRunEnv() error {
 	kv("PVC", k.pvc)
 	kv("REPORT", k.reportName)
 	kv("STREAM", k.streamName)
+	kv("LIVE", k.liveName)
 	kv("PLANNED_DURATION", fmt.Sprintf("%ds", int64(k.o.PlannedDuration()/time.Second)))
 	kv("ENGINE_SELECTOR", k.names.EngineSelector)
 	kv("ENGINE_CONTAINER", chart.EngineContainer)
@@ -571,24 +572,8 @@ func (k *kickoff) writeRunEnv() error {
 	kv("BACKENDS", strconv.Itoa(k.backends))
 	kv("RATE", strconv.Itoa(k.o.Rate))
 	kv("PRIORITY_CLASS", k.o.PriorityClass)
-	return writeFileAtomic(filepath.Join(k.dir, runEnvFile), []byte(b.String()))
-}
-
-// appendRunEnv adds KEY=VALUE to run.env; a later key wins when it is read.
-func (k *kickoff) appendRunEnv(key, value string) error {
-	f, err := os.OpenFile(filepath.Join(k.dir, runEnvFile), os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(f, "%s=%s\n", key, value); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return record.WriteEnv(filepath.Join(k.dir, runEnvFile),
+		"A sortie run, written by soak run. sortie-save --dir and soak teardown --dir read it.", pairs)
 }
 
 // launch arms the saver, checks the driver pod, starts the watchdog and the
@@ -617,7 +602,7 @@ func (k *kickoff) launch(ctx context.Context) error {
 	}
 
 	t0 := k.clk.Now().UTC()
-	if err := k.appendRunEnv("LOAD_START", t0.Format(time.RFC3339)); err != nil {
+	if err := record.AppendEnv(filepath.Join(k.dir, runEnvFile), record.EnvPair{Key: "LOAD_START", Value: t0.Format(time.RFC3339)}); err != nil {
 		k.log.Warn("could not add LOAD_START to run.env", "err", err)
 	}
 	prio := fmt.Sprintf("%s=%d", pod.Spec.PriorityClassName, priorityOf(pod))
@@ -1033,27 +1018,6 @@ func oneLine(err error) string {
 		s = s[:300] + "..."
 	}
 	return s
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }
 
 // lookup returns the value at a dotted path of nested maps, or nil.

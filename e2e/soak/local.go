@@ -27,6 +27,7 @@ import (
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/gate"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 	"github.com/sortie-soak/sortie/render"
 )
 
@@ -38,11 +39,13 @@ const (
 	planFile    = "plan.yaml"
 	reportFile  = "report.json"
 	streamFile  = "results.jsonl"
+	liveFile    = "live.jsonl"
 	sharesFile  = "shares.tsv"
 	enginesFile = "engines.tsv"
 	driverLog   = "sortie.log"
 	driverOut   = "sortie.out"
-	rollsLog    = "rolls.log"
+	rollsLog    = record.RollsFileName
+	faultsLog   = record.FaultsFileName
 )
 
 // LocalOptions configure `soak local`.
@@ -68,6 +71,11 @@ type LocalOptions struct {
 	// NoDrain runs targets as naive servers: no pre-stop wait, exit at once
 	// on SIGTERM. With Rolls it is the negative control.
 	NoDrain bool
+	// RollIdle, with Rolls, rolls a spare replica of each target that is
+	// outside the Service's endpoints, so no rolled replica ever holds a
+	// connection: the negative control of the rule that such a run is
+	// UNOBSERVED.
+	RollIdle bool
 	// Faults are injected at their times after the load start.
 	Faults []Fault
 	// Progress is the interval of the driver's progress lines.
@@ -116,8 +124,11 @@ func (o LocalOptions) Validate() error {
 	if o.Progress < 0 || o.DeadlineGrace < 0 || o.Lag < 0 || o.AnswerWindow < 0 || o.CancelWait < 0 {
 		errs = append(errs, errors.New("--progress, --deadline-grace, --answer-window, --cancel-wait and --lag must not be negative"))
 	}
+	if o.RollIdle && !o.Rolls {
+		errs = append(errs, errors.New("--roll-idle: rolls nothing without --rolls"))
+	}
 	for _, f := range o.Faults {
-		if f.At+f.For > o.Duration && f.Kind == TargetDown {
+		if f.At+f.For > o.Duration && (f.Kind == TargetDown || f.Kind == TargetFail) {
 			errs = append(errs, fmt.Errorf("--fault %s: the window ends after the load (%s)", f, o.Duration))
 		}
 		if f.At >= o.Duration {
@@ -151,16 +162,40 @@ type local struct {
 	procs    []*proc
 	services map[string]*service
 	replicas map[string]*replica
-	engines  []*engineProc
-	driver   *proc
-	seq      int
-	rolls    io.Writer
+	// spares are the replicas outside the endpoints that --roll-idle rolls.
+	spares  map[string]*replica
+	engines []*engineProc
+	driver  *proc
+	seq     int
+	// rolls and faults are rolls.log and faults.log.
+	rolls, faults *lineLog
+
+	// controlTimeout bounds a call to a target's control endpoint; zero
+	// means defaultControlTimeout.
+	controlTimeout time.Duration
+}
+
+// defaultControlTimeout bounds one call to a target's control endpoint: a
+// target that takes the connection and never answers must not hold the
+// fault schedule, nor the run's end, which waits for it.
+const defaultControlTimeout = 10 * time.Second
+
+// control is the client of the targets' control endpoints.
+func (l *local) control() *http.Client {
+	d := l.controlTimeout
+	if d <= 0 {
+		d = defaultControlTimeout
+	}
+	return &http.Client{Timeout: d}
 }
 
 type replica struct {
 	proc    *proc
 	addr    string
 	control string
+	// log is the file of the replica's stdout and stderr, which ends with
+	// its DRAINED line.
+	log string
 }
 
 type engineProc struct {
@@ -189,6 +224,7 @@ func Local(ctx context.Context, o LocalOptions, self string, stdout, stderr io.W
 		log:      slog.New(slog.NewTextHandler(stderr, nil)).With("component", "soak"),
 		services: map[string]*service{},
 		replicas: map[string]*replica{},
+		spares:   map[string]*replica{},
 	}
 	if entries, err := os.ReadDir(l.dir); err == nil && len(entries) > 0 {
 		return cli.Usage(fmt.Errorf("run directory %s already holds a run: choose another --out or --tag", l.dir))
@@ -211,9 +247,58 @@ func Local(ctx context.Context, o LocalOptions, self string, stdout, stderr io.W
 	if err := l.runDriver(ctx); err != nil {
 		return err
 	}
-	// The gate reads the run directory by its file names; its exit code is
-	// the run's.
-	return gate.Run(ctx, []string{"--dir", l.dir, "--per-node", "--backends", strconv.Itoa(o.Nodes)}, stdout, stderr)
+	return l.grade(ctx, stdout, stderr)
+}
+
+// grade runs the gate over the run directory; its exit code is the run's.
+// An interrupted run (Ctrl-C) is graded too, on what the driver wrote when
+// it was stopped, and never exits 0: it exits with the gate's code, or 1
+// when the gate passed what there is.
+func (l *local) grade(ctx context.Context, stdout, stderr io.Writer) error {
+	interrupted := ctx.Err() != nil
+	if interrupted {
+		fmt.Fprintf(stderr, "soak local: interrupted: grading what the driver wrote in %s\n", l.dir)
+	}
+	// The gate reads the run directory by its file names: the report,
+	// shares and engines to grade, and rolls.log, faults.log and
+	// live.jsonl to set every failure against the rolls and faults (its
+	// ROLL, FAULT and UNATTRIBUTED lines, before WINDOW). It runs whole
+	// after an interrupt: it reads files, and its verdict is what is left.
+	err := gate.Run(context.WithoutCancel(ctx), []string{"--dir", l.dir, "--per-node", "--backends", strconv.Itoa(l.o.Nodes)}, stdout, stderr)
+	if interrupted && cli.Code(err) == cli.ExitOK {
+		return cli.Fail(errors.New("interrupted: the run did not reach its end, whatever its report says"))
+	}
+	if code := cli.Code(err); l.o.Rolls && (code == cli.ExitOK || code == cli.ExitUnproven) {
+		if uerr := l.rollsObserved(stdout); uerr != nil {
+			return uerr
+		}
+	}
+	return err
+}
+
+// rollsObserved reads rolls.log: a run with --rolls in which no rolled
+// replica held a connection or a request when its SIGTERM landed proved
+// nothing about draining, and is UNOBSERVED (exit 3), whatever the gate
+// said of its failures. The line comes after the gate's.
+func (l *local) rollsObserved(stdout io.Writer) error {
+	log, err := record.ReadRollsFile(filepath.Join(l.dir, rollsLog))
+	if err != nil {
+		return cli.Fail(fmt.Errorf("read the rolls: %w", err))
+	}
+	rolled, touched := 0, 0
+	for _, r := range log.Rolls {
+		if !r.Failed {
+			rolled++
+		}
+		if !r.Failed && r.Touched() {
+			touched++
+		}
+	}
+	if touched > 0 {
+		return nil
+	}
+	fmt.Fprintf(stdout, "UNOBSERVED rolls=%d touched=0: no rolled replica held a connection or a request at SIGTERM; the rolls prove nothing about draining\n", rolled)
+	return cli.Silent(cli.ExitUnproven)
 }
 
 func loadTargets(path string) ([]render.Target, error) {
@@ -237,6 +322,12 @@ func (l *local) startTargets(ctx context.Context, targets []render.Target) error
 		}
 		l.replicas[t.Name] = r
 		svc.Add(r.addr)
+		if l.o.RollIdle {
+			// A spare never joins the endpoints: --roll-idle rolls it.
+			if l.spares[t.Name], err = l.startReplica(ctx, t.Name); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -249,7 +340,8 @@ func (l *local) startReplica(ctx context.Context, name string) (*replica, error)
 	n := l.seq
 	l.mu.Unlock()
 	ready := filepath.Join(l.dir, fmt.Sprintf("target-%s-%d.ready", name, n))
-	logf, err := os.Create(filepath.Join(l.dir, fmt.Sprintf("target-%s-%d.log", name, n)))
+	logPath := filepath.Join(l.dir, fmt.Sprintf("target-%s-%d.log", name, n))
+	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
@@ -267,7 +359,7 @@ func (l *local) startReplica(ctx context.Context, name string) (*replica, error)
 	if err != nil {
 		return nil, err
 	}
-	r := &replica{proc: p}
+	r := &replica{proc: p, log: logPath}
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		k, v, _ := strings.Cut(line, " ")
 		switch k {
@@ -391,21 +483,21 @@ func (l *local) writeInputs(targets []render.Target) error {
 	if err != nil {
 		return cli.Usage(fmt.Errorf("render the plan: %w", err))
 	}
-	if err := os.WriteFile(filepath.Join(l.dir, planFile), r.YAML, 0o644); err != nil {
+	if err := record.WriteFile(filepath.Join(l.dir, planFile), r.YAML, 0o644); err != nil {
 		return err
 	}
 	var shares strings.Builder
 	if err := render.WriteShares(&shares, r.Shares); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(l.dir, sharesFile), []byte(shares.String()), 0o644); err != nil {
+	if err := record.WriteFile(filepath.Join(l.dir, sharesFile), []byte(shares.String()), 0o644); err != nil {
 		return err
 	}
 	var engines strings.Builder
 	for _, e := range l.engines {
 		fmt.Fprintf(&engines, "%s\t%s\n", e.addr, e.node)
 	}
-	return os.WriteFile(filepath.Join(l.dir, enginesFile), []byte(engines.String()), 0o644)
+	return record.WriteFile(filepath.Join(l.dir, enginesFile), []byte(engines.String()), 0o644)
 }
 
 // runDriver runs the driver as a child process, so it can be frozen,
@@ -422,12 +514,17 @@ func (l *local) runDriver(ctx context.Context) error {
 		return err
 	}
 	defer outf.Close()
-	rolls, err := os.Create(filepath.Join(l.dir, rollsLog))
-	if err != nil {
-		return err
+	for _, lg := range []struct {
+		name string
+		to   **lineLog
+	}{{rollsLog, &l.rolls}, {faultsLog, &l.faults}} {
+		f, err := os.Create(filepath.Join(l.dir, lg.name))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		*lg.to = &lineLog{w: f, echo: l.stderr}
 	}
-	defer rolls.Close()
-	l.rolls = rolls
 
 	// The driver's stderr goes to sortie.log and, line by line, to ours;
 	// its first "running" line marks the load start.
@@ -452,6 +549,7 @@ func (l *local) runDriver(ctx context.Context) error {
 	args := []string{"driver", "run", filepath.Join(l.dir, planFile),
 		"-o", filepath.Join(l.dir, reportFile),
 		"--results-stream", filepath.Join(l.dir, streamFile),
+		"--live-record", filepath.Join(l.dir, liveFile),
 		"--progress", l.o.Progress.String(),
 		"--deadline-grace", l.o.DeadlineGrace.String(),
 		"--answer-window", l.o.AnswerWindow.String(),
@@ -464,19 +562,7 @@ func (l *local) runDriver(ctx context.Context) error {
 	l.track(drv)
 	l.driver = drv
 
-	actx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	go func() {
-		select {
-		case t0 := <-started:
-			l.schedule(actx, &wg, t0)
-		case <-actx.Done():
-		}
-	}()
+	defer l.arm(ctx, started)()
 
 	code, err := drv.wait(ctx)
 	if err != nil {
@@ -490,9 +576,33 @@ func (l *local) runDriver(ctx context.Context) error {
 	pw.Close()
 	<-copied
 	if code == cli.ExitUsage {
-		return fmt.Errorf("the driver refused the rendered plan (exit 2): see %s", filepath.Join(l.dir, driverLog))
+		return cli.Usage(fmt.Errorf("the driver refused the rendered plan (exit 2): see %s", filepath.Join(l.dir, driverLog)))
 	}
 	return nil
+}
+
+// arm schedules the faults and the rolls once the load has started (its
+// start time comes on started). The returned stop calls off those not yet
+// due and waits for every one to end. The goroutine that arms them is
+// counted before it starts, so the faults it adds always join a count above
+// zero: stop's Wait cannot begin before them, even when the driver ends at
+// once.
+func (l *local) arm(ctx context.Context, started <-chan time.Time) (stop func()) {
+	actx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case t0 := <-started:
+			l.schedule(actx, &wg, t0)
+		case <-actx.Done():
+		}
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // schedule starts the faults and the rolls, each at its time after t0.
@@ -529,38 +639,6 @@ func (l *local) schedule(ctx context.Context, wg *sync.WaitGroup, t0 time.Time) 
 	}
 }
 
-// inject carries out one fault.
-func (l *local) inject(ctx context.Context, f Fault) {
-	l.log.Info("fault", "fault", f.String())
-	switch f.Kind {
-	case TargetDown:
-		l.mu.Lock()
-		r := l.replicas[f.Subject]
-		l.mu.Unlock()
-		if r == nil {
-			l.log.Error("fault: no such target", "target", f.Subject)
-			return
-		}
-		u := fmt.Sprintf("http://%s/fault?service=%s&mode=503&for=%s", r.control, url.QueryEscape(f.Subject), f.For)
-		resp, err := http.Post(u, "text/plain", nil)
-		if err != nil {
-			l.log.Error("fault: control endpoint", "target", f.Subject, "err", err)
-			return
-		}
-		resp.Body.Close()
-	case EngineKill:
-		if e := l.engine(f.Subject); e != nil {
-			e.proc.signal(syscall.SIGKILL)
-		}
-	case EngineFreeze:
-		if e := l.engine(f.Subject); e != nil {
-			l.freeze(ctx, e.proc, f.For)
-		}
-	case DriverFreeze:
-		l.freeze(ctx, l.driver, f.For)
-	}
-}
-
 func (l *local) engine(node string) *engineProc {
 	for _, e := range l.engines {
 		if e.node == node {
@@ -568,64 +646,6 @@ func (l *local) engine(node string) *engineProc {
 		}
 	}
 	return nil
-}
-
-// freeze stops p with SIGSTOP and resumes it after d (or when the run
-// ends).
-func (l *local) freeze(ctx context.Context, p *proc, d time.Duration) {
-	if err := p.signal(syscall.SIGSTOP); err != nil {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	p.signal(syscall.SIGCONT)
-	l.log.Info("fault: resumed", "process", p.name)
-}
-
-// roll replaces a target's replica the way a rolling update does: the new
-// replica starts and becomes an endpoint; then the old one is told to stop.
-// A graceful replica has a pre-stop wait: it leaves the endpoints first and
-// gets SIGTERM once they have propagated, then drains. A naive replica
-// (--no-drain) gets SIGTERM at once while the endpoints still route to it
-// for the propagation lag.
-func (l *local) roll(ctx context.Context, name string) {
-	begin := time.Now()
-	svc := l.services[name]
-	l.mu.Lock()
-	old := l.replicas[name]
-	l.mu.Unlock()
-	nw, err := l.startReplica(ctx, name)
-	if err != nil {
-		fmt.Fprintf(l.rolls, "FAILED %s %s: %v\n", name, begin.UTC().Format(time.RFC3339Nano), err)
-		l.log.Error("roll failed", "target", name, "err", err)
-		return
-	}
-	svc.Add(nw.addr)
-	l.mu.Lock()
-	l.replicas[name] = nw
-	l.mu.Unlock()
-	sleep := func(d time.Duration) {
-		select {
-		case <-time.After(d):
-		case <-ctx.Done():
-		}
-	}
-	if l.o.NoDrain {
-		old.proc.signal(syscall.SIGTERM)
-		sleep(l.o.Lag)
-		svc.Remove(old.addr)
-	} else {
-		svc.Remove(old.addr)
-		sleep(l.o.Lag)
-		old.proc.signal(syscall.SIGTERM)
-	}
-	line := fmt.Sprintf("ROLLED %s %s", name, begin.UTC().Format(time.RFC3339Nano))
-	fmt.Fprintln(l.rolls, line)
-	fmt.Fprintln(l.stderr, line)
 }
 
 // stopAll stops every child process and local Service.

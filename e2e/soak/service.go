@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 )
 
 // service stands in for a Kubernetes Service in front of a target's
@@ -134,14 +135,23 @@ func (s *service) forward(client net.Conn) {
 }
 
 // pipe copies src to dst and passes the end on: a clean end (FIN) as a
-// half-close, an error (RST) as a full close of both.
+// half-close, an error as a full close of both, and a reset (RST) as a
+// reset of both, the way a NAT in the path passes it.
 func pipe(dst, src net.Conn, done chan<- struct{}) {
 	_, err := io.Copy(dst, src)
-	if err == nil || errors.Is(err, io.EOF) {
+	switch {
+	case err == nil || errors.Is(err, io.EOF):
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		}
-	} else {
+	default:
+		if errors.Is(err, syscall.ECONNRESET) {
+			for _, c := range []net.Conn{dst, src} {
+				if tc, ok := c.(*net.TCPConn); ok {
+					tc.SetLinger(0) // Close sends RST, not FIN
+				}
+			}
+		}
 		dst.Close()
 		src.Close()
 	}

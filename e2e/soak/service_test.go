@@ -2,9 +2,11 @@ package soak
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -121,6 +123,23 @@ func TestServiceClosesClientWhenEndpointIsGone(t *testing.T) {
 	}
 }
 
+// dialThrough dials a Service whose one endpoint is ln.
+func dialThrough(t *testing.T, ln net.Listener) net.Conn {
+	t.Helper()
+	s, err := newService("svc", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	s.Add(ln.Addr().String())
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func TestServicePassesServerCloseOn(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -134,20 +153,34 @@ func TestServicePassesServerCloseOn(t *testing.T) {
 			c.Close()
 		}
 	}()
-	s, err := newService("svc", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.Add(ln.Addr().String())
-	c, err := net.Dial("tcp", s.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialThrough(t, ln)
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	b, err := io.ReadAll(c)
 	if err != nil || string(b) != "bye\n" {
 		t.Fatalf("read %q, %v; want the server's line then EOF", b, err)
+	}
+}
+
+// TestServicePassesResetOn: an endpoint that aborts a connection with a
+// TCP reset is seen by the client as a reset too, as through kube-proxy's
+// NAT, not as a clean close.
+func TestServicePassesResetOn(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		bufio.NewReader(c).ReadString('\n')
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}()
+	c := dialThrough(t, ln)
+	if _, err := ask(t, c, "x"); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read %v, want the endpoint's reset", err)
 	}
 }

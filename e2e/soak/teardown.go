@@ -1,7 +1,6 @@
 package soak
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +15,7 @@ import (
 
 	chart "github.com/sortie-soak/sortie/charts"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 	"github.com/sortie-soak/sortie/saver"
 )
 
@@ -97,15 +96,15 @@ func Teardown(ctx context.Context, env KubeEnv, o TeardownOptions, stdout io.Wri
 	if st, err := os.Stat(o.Dir); err != nil || !st.IsDir() {
 		return cli.Usage(fmt.Errorf("--dir %s is not a run directory", o.Dir))
 	}
-	vals, err := readRunEnvFile(filepath.Join(o.Dir, runEnvFile))
+	vals, err := record.ReadEnvFile(filepath.Join(o.Dir, runEnvFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return cli.Usage(err)
+		return cli.Usage(fmt.Errorf("--dir %s: %w", o.Dir, err))
 	}
 	pick := func(flagValue, key string) string {
 		if flagValue != "" {
 			return flagValue
 		}
-		return vals[key]
+		return vals.Get(key)
 	}
 	kubeconfig := pick(o.Kubeconfig, "KUBECONFIG")
 	kctx := pick(o.Context, "CONTEXT")
@@ -120,7 +119,7 @@ func Teardown(ctx context.Context, env KubeEnv, o TeardownOptions, stdout io.Wri
 	if len(missing) > 0 {
 		return cli.Usage(fmt.Errorf("%s has no usable run.env: pass %s", o.Dir, strings.Join(missing, ", ")))
 	}
-	pvc := vals["PVC"]
+	pvc := vals.Get("PVC")
 	if pvc == "" {
 		pvc = chart.NamesFor(release).ReportClaim
 	}
@@ -157,9 +156,9 @@ func Teardown(ctx context.Context, env KubeEnv, o TeardownOptions, stdout io.Wri
 	}
 
 	// The saver's reader pod outlives a saver that was stopped mid-copy.
-	reader := vals["READER_POD"]
-	if reader == "" && vals["JOB"] != "" {
-		reader = vals["JOB"] + "-reader"
+	reader := vals.Get("READER_POD")
+	if reader == "" && vals.Get("JOB") != "" {
+		reader = vals.Get("JOB") + "-reader"
 	}
 	if reader != "" {
 		err := cs.CoreV1().Pods(ns).Delete(ctx, reader, metav1.DeleteOptions{})
@@ -187,57 +186,9 @@ func Teardown(ctx context.Context, env KubeEnv, o TeardownOptions, stdout io.Wri
 			line("TEARDOWN pvc/%s deleted (--purge)", pvc)
 		}
 	}
-	if pc := vals["PRIORITY_CLASS"]; pc != "" {
+	if pc := vals.Get("PRIORITY_CLASS"); pc != "" {
 		line("TEARDOWN priorityclass/%s kept: cluster-wide, shared by runs", pc)
 	}
 	line("TEARDOWN done dir=%s", o.Dir)
 	return nil
-}
-
-// runEnvKey is a run.env key, as a shell would take it.
-var runEnvKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// readRunEnvFile reads run.env's KEY=VALUE lines (see parseRunEnvKeys).
-func readRunEnvFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return parseRunEnvKeys(f)
-}
-
-// parseRunEnvKeys reads the KEY=VALUE lines of a run.env with the saver's
-// rules: blank lines and # comments skipped, an optional "export ", a value
-// in one pair of matching quotes taken without them, the last of a key
-// given twice kept. The saver reads its own keys; this reads the rest
-// (RELEASE, KUBECONFIG, PRIORITY_CLASS).
-func parseRunEnvKeys(r io.Reader) (map[string]string, error) {
-	vals := map[string]string{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	var errs []error
-	n := 0
-	for sc.Scan() {
-		n++
-		l := strings.TrimSpace(sc.Text())
-		if l == "" || strings.HasPrefix(l, "#") {
-			continue
-		}
-		l = strings.TrimPrefix(l, "export ")
-		key, value, ok := strings.Cut(l, "=")
-		key = strings.TrimSpace(key)
-		if !ok || !runEnvKey.MatchString(key) {
-			errs = append(errs, fmt.Errorf("run.env:%d: want KEY=VALUE", n))
-			continue
-		}
-		if len(value) >= 2 && (value[0] == '\'' || value[0] == '"') && value[len(value)-1] == value[0] {
-			value = value[1 : len(value)-1]
-		}
-		vals[key] = value
-	}
-	if err := sc.Err(); err != nil {
-		errs = append(errs, fmt.Errorf("run.env: %w", err))
-	}
-	return vals, errors.Join(errs...)
 }

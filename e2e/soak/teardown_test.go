@@ -12,7 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	chart "github.com/sortie-soak/sortie/charts"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
+	"github.com/sortie-soak/sortie/saver"
 )
 
 var gvrPVCs = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
@@ -200,38 +203,50 @@ func TestRunUsageExits(t *testing.T) {
 	}
 }
 
-// TestParseRunEnvKeys reads the run.env the kickoff writes and the forms a
-// person may write by hand.
-func TestParseRunEnvKeys(t *testing.T) {
-	in := "# comment\n\nRELEASE=soak\nexport NAMESPACE=sortie\nREADER_COMMAND='/bin/cat --'\nX=\"a b\"\nRELEASE=later\nEMPTY=\n"
-	got, err := parseRunEnvKeys(strings.NewReader(in))
+// TestRunEnvWrittenAndReadAlike: the kickoff writes run.env with record's
+// writer, and the saver and the teardown read it with record's reader, so
+// values a shell would split or strip (a kubeconfig path with spaces, a
+// reader command with arguments, a quote) reach both exactly.
+func TestRunEnvWrittenAndReadAlike(t *testing.T) {
+	o := DefaultRunOptions()
+	o.Profile, o.Context, o.Kubeconfig = "e2e", "kind-soak", " /home/a b/it's kube config "
+	o.ReaderImage, o.ReaderCommand = kReader, "/bin/cat --"
+	o.PriorityClass = "sortie-soak"
+	k := &kickoff{o: o, dir: t.TempDir(), tag: "e2e-1", names: chart.NamesFor(o.Release),
+		pvc: "soak-sortie-report", reportName: "r.json", streamName: "r.jsonl", backends: 2}
+	if err := k.writeRunEnv(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(k.dir, runEnvFile)
+	if err := record.AppendEnv(path, record.EnvPair{Key: "LOAD_START", Value: "2031-03-04T10:00:00Z"}); err != nil {
+		t.Fatal(err)
+	}
+	vals, err := record.ReadEnvFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"RELEASE": "later", "NAMESPACE": "sortie", "READER_COMMAND": "/bin/cat --", "X": "a b", "EMPTY": ""}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-	if _, err := parseRunEnvKeys(strings.NewReader("RELEASE=soak\nnot a line\n9X=1\n")); err == nil ||
-		!strings.Contains(err.Error(), "run.env:2") || !strings.Contains(err.Error(), "run.env:3") {
-		t.Errorf("bad lines: %v", err)
-	}
-}
-
-// FuzzParseRunEnvKeys: any input gives keys that are shell names, or an
-// error; never a panic.
-func FuzzParseRunEnvKeys(f *testing.F) {
-	f.Add("RELEASE=soak\nNAMESPACE='a b'\n")
-	f.Add("export X=\"\n#\n=\n'")
-	f.Add("A=\"x'\nB='\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		vals, _ := parseRunEnvKeys(strings.NewReader(s))
-		for k := range vals {
-			if !runEnvKey.MatchString(k) {
-				t.Errorf("key %q", k)
-			}
+	for key, want := range map[string]string{"KUBECONFIG": o.Kubeconfig, "RELEASE": "soak", "PRIORITY_CLASS": "sortie-soak",
+		"READER_COMMAND": "/bin/cat --", "JOB": k.names.Job} {
+		if got := vals.Get(key); got != want {
+			t.Errorf("teardown reads %s=%q, want %q", key, got, want)
 		}
-	})
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	env, err := saver.ParseRunEnv(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Validate(); err != nil {
+		t.Errorf("the saver refuses the kickoff's run.env: %v", err)
+	}
+	if env.Context != "kind-soak" || env.Job != k.names.Job || !cmp.Equal(env.ReaderCommand, []string{"/bin/cat", "--"}) ||
+		env.LoadStart.IsZero() || env.PlannedDuration != o.PlannedDuration() {
+		t.Errorf("the saver reads %+v", env)
+	}
 }
 
 func TestReaderDefaultsToTheDriverImage(t *testing.T) {

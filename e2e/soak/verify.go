@@ -11,6 +11,7 @@ import (
 
 	chart "github.com/sortie-soak/sortie/charts"
 	"github.com/sortie-soak/sortie/provenance"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // ProvenanceRequest is what the pre-flight asks of the provenance check:
@@ -82,7 +83,7 @@ func writeEmbeddedChart(dir string) (path, digest string, err error) {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return "", "", err
 		}
-		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+		if err := record.WriteFile(p, f.Data, 0o644); err != nil {
 			return "", "", err
 		}
 		fmt.Fprintf(sum, "%x  %s\n", sha256.Sum256(f.Data), f.Name)

@@ -1,6 +1,6 @@
 // Package kube builds the Kubernetes API client the harness programs
-// (watchdog, churn) share, from a kubeconfig file and context named on the
-// command line.
+// (watchdog, churn, saver, the kickoff) share, from a kubeconfig file and
+// context named on the command line.
 package kube
 
 import (
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sortie-soak/sortie/internal/clock"
@@ -23,6 +24,20 @@ const DefaultTimeout = 30 * time.Second
 // account) and the named context (empty: the file's current context).
 // userAgent names the program in the API server's audit log.
 func NewClient(path, context, userAgent string) (kubernetes.Interface, error) {
+	cfg, err := Config(path, context, userAgent)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", cfg.Host, err)
+	}
+	return cs, nil
+}
+
+// Config is the client configuration NewClient builds on: every request
+// bounded by DefaultTimeout, and a rate limit fit for the harness.
+func Config(path, context, userAgent string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if path != "" {
 		rules.ExplicitPath = path
@@ -39,11 +54,7 @@ func NewClient(path, context, userAgent string) (kubernetes.Interface, error) {
 	// make that crawl for no benefit.
 	cfg.QPS = 20
 	cfg.Burst = 40
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("client for %s: %w", cfg.Host, err)
-	}
-	return cs, nil
+	return cfg, nil
 }
 
 // Env is what a harness program takes from outside the process: how to

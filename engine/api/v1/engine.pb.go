@@ -1435,13 +1435,31 @@ func (*InfoRequest) Descriptor() ([]byte, []int) {
 	return file_engine_proto_rawDescGZIP(), []int{13}
 }
 
+// InfoResponse describes the engine: what it is, what it runs now, and the
+// build and host that made its numbers (a driver records them with the run).
 type InfoResponse struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
 	Version                 string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
 	BackendName             string                 `protobuf:"bytes,2,opt,name=backend_name,json=backendName,proto3" json:"backend_name,omitempty"`
 	MaxConcurrentExecutions uint32                 `protobuf:"varint,3,opt,name=max_concurrent_executions,json=maxConcurrentExecutions,proto3" json:"max_concurrent_executions,omitempty"`
 	// Labels of the executions running now.
-	Running       []string `protobuf:"bytes,4,rep,name=running,proto3" json:"running,omitempty"`
+	Running []string `protobuf:"bytes,4,rep,name=running,proto3" json:"running,omitempty"`
+	// Kernel release of the engine's host, as uname -r prints it; empty off
+	// Linux.
+	Kernel string `protobuf:"bytes,5,opt,name=kernel,proto3" json:"kernel,omitempty"`
+	// CPUs the engine's process may run on (Go's runtime.NumCPU).
+	Cpus uint32 `protobuf:"varint,6,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	// The Go toolchain the engine was built with, such as "go1.26.0".
+	GoVersion string `protobuf:"bytes,7,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	// The source revision the engine was built from and whether that
+	// checkout had uncommitted changes (vcs.revision and vcs.modified of its
+	// build info); empty and false for a build without version control
+	// information.
+	VcsRevision string `protobuf:"bytes,8,opt,name=vcs_revision,json=vcsRevision,proto3" json:"vcs_revision,omitempty"`
+	VcsModified bool   `protobuf:"varint,9,opt,name=vcs_modified,json=vcsModified,proto3" json:"vcs_modified,omitempty"`
+	// The Go scheduler's GOMAXPROCS: at most cpus, lower under a container's
+	// CPU limit.
+	Gomaxprocs    uint32 `protobuf:"varint,10,opt,name=gomaxprocs,proto3" json:"gomaxprocs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1502,6 +1520,48 @@ func (x *InfoResponse) GetRunning() []string {
 		return x.Running
 	}
 	return nil
+}
+
+func (x *InfoResponse) GetKernel() string {
+	if x != nil {
+		return x.Kernel
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetCpus() uint32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetVcsRevision() string {
+	if x != nil {
+		return x.VcsRevision
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetVcsModified() bool {
+	if x != nil {
+		return x.VcsModified
+	}
+	return false
+}
+
+func (x *InfoResponse) GetGomaxprocs() uint32 {
+	if x != nil {
+		return x.Gomaxprocs
+	}
+	return 0
 }
 
 var File_engine_proto protoreflect.FileDescriptor
@@ -1633,12 +1693,22 @@ const file_engine_proto_rawDesc = "" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"&\n" +
 	"\x0eCancelResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\"\r\n" +
-	"\vInfoRequest\"\xa1\x01\n" +
+	"\vInfoRequest\"\xd2\x02\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12!\n" +
 	"\fbackend_name\x18\x02 \x01(\tR\vbackendName\x12:\n" +
 	"\x19max_concurrent_executions\x18\x03 \x01(\rR\x17maxConcurrentExecutions\x12\x18\n" +
-	"\arunning\x18\x04 \x03(\tR\arunning2\xeb\x01\n" +
+	"\arunning\x18\x04 \x03(\tR\arunning\x12\x16\n" +
+	"\x06kernel\x18\x05 \x01(\tR\x06kernel\x12\x12\n" +
+	"\x04cpus\x18\x06 \x01(\rR\x04cpus\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\a \x01(\tR\tgoVersion\x12!\n" +
+	"\fvcs_revision\x18\b \x01(\tR\vvcsRevision\x12!\n" +
+	"\fvcs_modified\x18\t \x01(\bR\vvcsModified\x12\x1e\n" +
+	"\n" +
+	"gomaxprocs\x18\n" +
+	" \x01(\rR\n" +
+	"gomaxprocs2\xeb\x01\n" +
 	"\x06Engine\x12M\n" +
 	"\aExecute\x12 .sortie.engine.v1.ExecuteRequest\x1a\x1e.sortie.engine.v1.ExecuteEvent0\x01\x12K\n" +
 	"\x06Cancel\x12\x1f.sortie.engine.v1.CancelRequest\x1a .sortie.engine.v1.CancelResponse\x12E\n" +
