@@ -146,11 +146,11 @@ func readFile(path, what string, read func(io.Reader) (*Source, error)) (*Source
 func ReadReport(r io.Reader) (*Source, error) { return capped.readReport(r) }
 
 func (l limits) readReport(r io.Reader) (*Source, error) {
-	data, err := io.ReadAll(io.LimitReader(r, int64(l.file)+1))
+	data, tooBig, err := readCapped(r, l.file)
 	if err != nil {
 		return nil, fmt.Errorf("read report: %w", err)
 	}
-	if len(data) > l.file {
+	if tooBig {
 		return nil, fmt.Errorf("not a sortie JSON report: larger than %s, the most a report may be", size(l.file))
 	}
 	var top struct {
@@ -237,6 +237,15 @@ func (l limits) readStream(r io.Reader) (*Source, error) {
 		return nil, err
 	}
 	return src, nil
+}
+
+// readCapped reads all of r, but never more than max+1 bytes of it: a
+// reader of outside input holds at most its cap in memory, whatever it is
+// handed (/dev/zero, a FIFO). tooBig says r held more than max bytes; data
+// is then not the whole input and must not be parsed.
+func readCapped(r io.Reader, max int) (data []byte, tooBig bool, err error) {
+	data, err = io.ReadAll(io.LimitReader(r, int64(max)+1))
+	return data, len(data) > max, err
 }
 
 // readLine reads one line and its newline, of at most max bytes besides

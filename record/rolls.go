@@ -229,11 +229,11 @@ func parseRolls(r io.Reader, path string) (RollLog, error) {
 	if path != "" {
 		what = path
 	}
-	b, err := io.ReadAll(io.LimitReader(r, MaxRollsBytes+1))
+	b, tooBig, err := readCapped(r, MaxRollsBytes)
 	if err != nil {
 		return RollLog{}, fmt.Errorf("read %s: %w", what, err)
 	}
-	if len(b) > MaxRollsBytes {
+	if tooBig {
 		return RollLog{}, fmt.Errorf("read %s: larger than %d bytes: not a log of rolls", what, MaxRollsBytes)
 	}
 	var log RollLog

@@ -88,11 +88,11 @@ func (e *EnvError) Error() string { return fmt.Sprintf("%s:%d: %s", EnvFileName,
 // can say everything that is wrong at once. A file larger than MaxEnvSize
 // is an error and yields nothing.
 func ReadEnv(r io.Reader) (Env, error) {
-	b, err := io.ReadAll(io.LimitReader(r, MaxEnvSize+1))
+	b, tooBig, err := readCapped(r, MaxEnvSize)
 	if err != nil {
 		return Env{}, fmt.Errorf("read %s: %w", EnvFileName, err)
 	}
-	if len(b) > MaxEnvSize {
+	if tooBig {
 		return Env{}, fmt.Errorf("read %s: larger than %d bytes: not a run description", EnvFileName, MaxEnvSize)
 	}
 	env := Env{values: map[string]string{}, lines: map[string]int{}}
