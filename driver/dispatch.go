@@ -557,22 +557,6 @@ func (r *runner) sendCancel(c *call) {
 	}()
 }
 
-// engineCap asks a refusing engine for its cap of concurrent executions; 0
-// if it does not say.
-func (r *runner) engineCap(c *call) uint32 {
-	if c.client == nil {
-		return 0
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.opts.InfoTimeout)
-	defer cancel()
-	info, err := c.client.Info(ctx, &enginev1.InfoRequest{})
-	if err != nil {
-		r.log.Warn("info failed", "backend", c.backend, "err", err)
-		return 0
-	}
-	return info.GetMaxConcurrentExecutions()
-}
-
 // capRefusal reports whether an error is an engine refusing a start at its
 // cap of concurrent executions: RESOURCE_EXHAUSTED with the engine's typed
 // ErrorInfo detail (enginev1.RefusedAtCap). Any other RESOURCE_EXHAUSTED

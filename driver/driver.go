@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/sortie-soak/sortie/driver/plan"
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/record"
 )
@@ -456,7 +457,10 @@ func (r *runner) run(ctx context.Context, scenarios []*scenarioRun, stream *reco
 			var rf *refusal
 			if len(out.refusedBy) > 0 {
 				c := out.refusedBy[0]
-				rf = &refusal{backend: c.backend, cap: r.engineCap(c), need: len(st.execs), err: c.err}
+				// The refusal carries the engine's cap in its detail: no
+				// second call to ask for it.
+				limit, _ := enginev1.RefusedAtCap(c.err)
+				rf = &refusal{backend: c.backend, cap: limit, need: len(st.execs), err: c.err}
 				skip = rf.notRunAfter(stageName(sc, st))
 			}
 			for _, ex := range st.execs {

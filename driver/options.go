@@ -51,7 +51,8 @@ type Options struct {
 	// InterruptWait bounds the wait for answers after a run is interrupted
 	// (SIGINT, SIGTERM) and every running execution was cancelled.
 	InterruptWait time.Duration
-	// InfoTimeout bounds the Info call that reads a refusing engine's cap.
+	// InfoTimeout bounds each Info call that reads what an engine is (the
+	// report's made_by).
 	InfoTimeout time.Duration
 	// StatusTick is how often the engines report their counters while a
 	// live status is shown (--status): the status moves at this pace, and
