@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sortie-soak/sortie/internal/cli"
@@ -312,8 +313,12 @@ const (
 )
 
 // engineRows is the engine's row of a scenario, and the baseline
-// engine's right after it when there is one.
+// engine's when there is one: right after it, or at the same time at the
+// soak shape with --baseline-together.
 func (b *bench) engineRows(ctx context.Context, scenario string, rate int, d time.Duration, execs []engineExec) ([]Row, error) {
+	if b.opts.BaselineEngine != "" && b.opts.BaselineTogether && scenario == scenarioSoak {
+		return b.engineRowsTogether(ctx, scenario, rate, d, execs)
+	}
 	row, err := b.engineRow(ctx, scenario, toolEngine, b.self, rate, d, execs)
 	rows := []Row{row}
 	if err != nil || b.opts.BaselineEngine == "" {
@@ -327,50 +332,131 @@ func (b *bench) engineRows(ctx context.Context, scenario string, rate int, d tim
 	return append(rows, row), err
 }
 
-// engineRow starts an engine child (bin's __engine subcommand), runs
-// execs on it, and measures its CPU over the window from just before the
-// first Execute to the last Result, and its peak RSS.
-func (b *bench) engineRow(ctx context.Context, scenario, tool string, bin []string, rate int, d time.Duration, execs []engineExec) (Row, error) {
-	row := Row{Scenario: scenario, Tool: tool, Processes: 1, Rate: float64(rate), Duration: d.String(), Installed: true, LatencyFrom: "intended"}
+// engineRowsTogether runs the engine and the baseline engine at the same
+// time, each its own child with its own copy of execs against the one
+// target, both pinned to the generator core: whatever else the machine
+// does during the run falls on both alike, so their CPU ratio is not the
+// drift of a shared machine from one row to the next. Only for the soak
+// shape, where each engine needs well under 1 % of the core.
+func (b *bench) engineRowsTogether(ctx context.Context, scenario string, rate int, d time.Duration, execs []engineExec) ([]Row, error) {
+	tools := []string{toolEngine, toolBaseline}
+	bins := [][]string{b.self, {b.opts.BaselineEngine}}
+	runs := make([]*engineRun, len(tools))
+	defer func() {
+		for _, r := range runs {
+			if r != nil {
+				r.stop()
+			}
+		}
+	}()
+	for i, tool := range tools {
+		r, err := b.startEngine(ctx, scenario, tool, bins[i], rate, d)
+		if err != nil {
+			return nil, err
+		}
+		runs[i] = r
+	}
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.drive(ctx, b.url, execs)
+		}()
+	}
+	wg.Wait()
+	rows := make([]Row, len(runs))
+	for i, r := range runs {
+		rows[i] = r.row
+		if errs[i] == nil {
+			rows[i] = fillEngineRow(r.row, r.res, r.m, scenario, rate, execs)
+		}
+		rows[i].note("run at the same time as the other engine")
+	}
+	rows[1].note("baseline %s", b.opts.BaselineEngine)
+	return rows, errors.Join(errs...)
+}
+
+// engineRun is one engine child while a row is measured.
+type engineRun struct {
+	b       *bench
+	row     Row
+	eng     *server
+	stopped bool
+	res     engineOutcome
+	m       measure
+}
+
+// startEngine starts an engine child (bin's __engine subcommand) for a row
+// of tool at scenario.
+func (b *bench) startEngine(ctx context.Context, scenario, tool string, bin []string, rate int, d time.Duration) (*engineRun, error) {
+	r := &engineRun{b: b, row: Row{Scenario: scenario, Tool: tool, Processes: 1, Rate: float64(rate), Duration: d.String(), Installed: true, LatencyFrom: "intended"}}
 	args := []string{cmdEngine, "--listen", "127.0.0.1:0"}
 	if dir := b.opts.CPUProfileDir; dir != "" {
 		p := filepath.Join(dir, fmt.Sprintf("%s-%s-%d.pprof", tool, scenario, rate))
 		args = append(args, "--cpuprofile", p)
-		row.Profile = p
+		r.row.Profile = p
 	}
 	var env []string
 	if n := b.opts.EngineGOMAXPROCS; n > 0 {
 		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", n))
-		row.note("GOMAXPROCS=%d", n)
+		r.row.note("GOMAXPROCS=%d", n)
 	}
 	eng, err := startServer(ctx, tool, bin, args, b.genCPU, b.opts.Nice, env, b.stderr)
 	if err != nil {
-		return row, err
+		return nil, err
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = eng.stop(15 * time.Second)
-		}
-	}()
+	r.eng = eng
 	b.log.Info("run", "scenario", scenario, "tool", tool, "rate", rate, "duration", d, "pid", eng.pid())
+	return r, nil
+}
 
-	w, err := b.startWindow(eng.pid())
+// stop stops the child, if drive did not.
+func (r *engineRun) stop() {
+	if !r.stopped {
+		r.stopped = true
+		_ = r.eng.stop(15 * time.Second)
+	}
+}
+
+// drive runs execs on the child and measures its CPU over the window
+// from just before the first Execute to the last Result, and its peak
+// RSS; then it stops the child.
+func (r *engineRun) drive(ctx context.Context, url string, execs []engineExec) error {
+	w, err := r.b.startWindow(r.eng.pid())
 	if err != nil {
-		return row, err
+		return err
 	}
-	res, runErr := driveEngine(ctx, eng.addr, b.url, execs)
-	m, err := w.end(eng.pid())
+	res, runErr := driveEngine(ctx, r.eng.addr, url, execs)
+	m, err := w.end(r.eng.pid())
 	if err != nil {
-		return row, err
+		return err
 	}
-	stopped = true
-	if err := eng.stop(15 * time.Second); err != nil {
-		return row, fmt.Errorf("engine child: %w", err)
+	r.stopped = true
+	if err := r.eng.stop(15 * time.Second); err != nil {
+		return fmt.Errorf("engine child: %w", err)
 	}
-	if runErr != nil {
-		return row, runErr
+	r.res, r.m = res, m
+	return runErr
+}
+
+// engineRow runs execs on an engine child (bin's __engine subcommand) and
+// returns its row.
+func (b *bench) engineRow(ctx context.Context, scenario, tool string, bin []string, rate int, d time.Duration, execs []engineExec) (Row, error) {
+	r, err := b.startEngine(ctx, scenario, tool, bin, rate, d)
+	if err != nil {
+		return Row{Scenario: scenario, Tool: tool, Processes: 1, Rate: float64(rate), Duration: d.String(), Installed: true, LatencyFrom: "intended"}, err
 	}
+	defer r.stop()
+	if err := r.drive(ctx, b.url, execs); err != nil {
+		return r.row, err
+	}
+	return fillEngineRow(r.row, r.res, r.m, scenario, rate, execs), nil
+}
+
+// fillEngineRow fills row with what an engine's run measured.
+func fillEngineRow(row Row, res engineOutcome, m measure, scenario string, rate int, execs []engineExec) Row {
 	row.setMeasure(m)
 	row.Planned, row.Sent, row.OK, row.Errors = res.Planned, res.Sent, res.OK, res.Errors
 	row.P50NS, row.P99NS, row.P99SentNS = int64(res.P50), int64(res.P99), int64(res.P99R)
@@ -403,5 +489,5 @@ func (b *bench) engineRow(ctx context.Context, scenario, tool string, bin []stri
 	if res.Buckets > 0 {
 		row.note("timeline %d buckets summed to the counters, %d progress events", res.Buckets, res.ProgressEvents)
 	}
-	return row, nil
+	return row
 }

@@ -93,6 +93,12 @@ func runEngineChild(ctx context.Context, args []string, stdout, stderr io.Writer
 			}
 		}()
 	}
+	// The garbage collector as sortie-engine sets it by default.
+	restoreGC, err := engine.SetGC(engine.DefaultGCPercent, engine.DefaultMemoryLimitMiB)
+	if err != nil {
+		return cli.Fail(err)
+	}
+	defer restoreGC()
 	e, err := engine.New(engine.Options{
 		BackendName: "bench",
 		Version:     engine.Version(),

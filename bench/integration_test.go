@@ -206,3 +206,39 @@ func threadMasks(t *testing.T) map[int]string {
 	}
 	return m
 }
+
+// TestIntegrationBaselineTogether runs the soak shape with a baseline
+// engine (this test binary's own, standing in for another commit's) at
+// the same time as the engine: both rows are measured, each of its own
+// process, each with every planned request answered, and both carry the
+// note that they ran together; the ratio goal line is there.
+func TestIntegrationBaselineTogether(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a target and two engines for several seconds")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := runJSON(t, "--scenarios", "soak", "--soak-duration", "2s", "--peers", "none",
+		"--engine-progress", "1s", "--baseline-engine", self, "--baseline-together")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, base := findRow(t, out, scenarioSoak, toolEngine), findRow(t, out, scenarioSoak, toolBaseline)
+	for _, r := range []Row{eng, base} {
+		if r.Planned != 120 || r.Sent != 120 || r.OK != 120 || r.Errors != 0 {
+			t.Errorf("%s: planned %d sent %d ok %d errors %d, want 120 120 120 0", r.Tool, r.Planned, r.Sent, r.OK, r.Errors)
+		}
+		if r.WallSeconds <= 0 || r.PeakRSSMiB <= 0 || !strings.Contains(strings.Join(r.Notes, ";"), "at the same time") {
+			t.Errorf("%s: %+v", r.Tool, r)
+		}
+	}
+	found := false
+	for _, c := range out.Checks {
+		found = found || strings.Contains(c.What, "cpu_ratio=")
+	}
+	if !found {
+		t.Errorf("no cpu_ratio goal line in %+v", out.Checks)
+	}
+}

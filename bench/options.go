@@ -86,6 +86,11 @@ type Options struct {
 	// executions run on the engine it serves (its __engine subcommand), as
 	// tool engine-baseline, so the two engines are compared in one run.
 	BaselineEngine string
+	// BaselineTogether runs the baseline engine at the soak shape at the
+	// same time as the engine instead of after it, so both see the same
+	// machine; at the high and low rates they still run one after the
+	// other (two engines at those rates would share one core).
+	BaselineTogether bool
 }
 
 // Quick durations.
@@ -144,6 +149,9 @@ func (o Options) Validate() error {
 	}
 	if o.EngineProgress < 0 || (o.EngineProgress > 0 && o.EngineProgress < 10*time.Millisecond) {
 		errs = append(errs, fmt.Errorf("--engine-progress %v must be 0 or at least 10ms", o.EngineProgress))
+	}
+	if o.BaselineTogether && o.BaselineEngine == "" {
+		errs = append(errs, errors.New("--baseline-together needs --baseline-engine"))
 	}
 	if o.EngineGOMAXPROCS < 0 || o.EngineGOMAXPROCS > 1024 {
 		errs = append(errs, fmt.Errorf("--engine-gomaxprocs %d must be from 0 to 1024", o.EngineGOMAXPROCS))
@@ -219,6 +227,11 @@ Scenarios:
 With --baseline-engine BIN (a sortie-bench built from another commit, for
 instance the main branch's), each engine row of soak, high and low is
 followed by the same executions on BIN's engine (tool engine-baseline).
+With --baseline-together as well, the two engines of the soak shape run at
+the same time instead, each with its own 8 executions against the one
+target, so that the machine's other work during the run falls on both
+alike and their CPU ratio is not the drift of a shared machine between two
+rows; at the high and low rates they still run one after the other.
 Each engine's streamed timeline is checked against its Result: the buckets
 must sum to the counters exactly, or the row fails.
 
@@ -311,6 +324,7 @@ func parseFlags(args []string, stderr io.Writer, peersBin string) (Options, erro
 	fs.IntVar(&o.EngineGOMAXPROCS, "engine-gomaxprocs", 0, "GOMAXPROCS of the engine children (0: Go's default, 1 when pinned to one core)")
 	fs.StringVar(&o.CPUProfileDir, "cpuprofile-dir", "", "`directory` for a CPU profile of every engine child (engine-<scenario>-<rate>.pprof)")
 	fs.DurationVar(&o.EngineProgress, "engine-progress", 0, "progress `interval` of every engine execution, which streams the timeline (0: 30s at the soak shape, none elsewhere)")
+	fs.BoolVar(&o.BaselineTogether, "baseline-together", false, "with --baseline-engine: at the soak shape run both engines at the same time, each with its 8 executions, so that the machine's other work falls on both alike (high and low still run one after the other)")
 	fs.StringVar(&o.BaselineEngine, "baseline-engine", "", "sortie-bench `binary` of another commit: each engine row of soak, high and low runs again right after on its engine, as tool engine-baseline")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -36,6 +36,10 @@ func TestParseFlags(t *testing.T) {
 		{name: "timeline comparison", args: []string{"--engine-progress", "1s", "--baseline-engine", "/tmp/main/sortie-bench"}, want: func(o *Options) {
 			o.EngineProgress, o.BaselineEngine = time.Second, "/tmp/main/sortie-bench"
 		}},
+		{name: "baselines together", args: []string{"--baseline-engine", "/tmp/main/sortie-bench", "--baseline-together"}, want: func(o *Options) {
+			o.BaselineEngine, o.BaselineTogether = "/tmp/main/sortie-bench", true
+		}},
+		{name: "together without a baseline", args: []string{"--baseline-together"}, wantErr: "--baseline-together needs --baseline-engine"},
 		{name: "progress too often", args: []string{"--engine-progress", "1ms"}, wantErr: "--engine-progress 1ms must be 0 or at least 10ms"},
 		{name: "unknown scenario", args: []string{"--scenarios", "soak,fast"}, wantErr: `unknown scenario "fast"`},
 		{name: "unknown peer", args: []string{"--peers", "k6"}, wantErr: `unknown peer "k6"`},

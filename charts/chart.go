@@ -44,6 +44,12 @@ const RenderKubeVersion = "v1.30.0"
 const (
 	// EnginePort is the engines' gRPC port, on the pods and the Service.
 	EnginePort = 8443
+	// EngineHealthPort serves the engines' gRPC health alone, in
+	// plaintext, for the kubelet's readiness probe.
+	EngineHealthPort = 8444
+	// TLSDir is where engine and driver pods mount the run's TLS files
+	// (tls.enabled).
+	TLSDir = "/tls"
 	// EngineContainer and DriverContainer name the containers of the
 	// engine pods and of the driver pod.
 	EngineContainer = "engine"
@@ -75,6 +81,10 @@ type Names struct {
 	// ReportClaim is the report PVC the chart creates when report.volume
 	// is empty.
 	ReportClaim string
+	// TLSSecret is the Secret of the run's CA and certificates the pods
+	// mount when tls.enabled is true and tls.secretName is empty; the
+	// kickoff creates it.
+	TLSSecret string
 	// ServiceAccount is the ServiceAccount the chart creates when
 	// serviceAccount.create is true and serviceAccount.name is empty.
 	ServiceAccount string
@@ -93,6 +103,7 @@ func NamesFor(release string) Names {
 		NetworkPolicy:  base + "-engine",
 		Job:            base + "-driver",
 		ReportClaim:    base + "-report",
+		TLSSecret:      base + "-tls",
 		ServiceAccount: base,
 		EngineSelector: selector(release, "engine"),
 		DriverSelector: selector(release, "driver"),

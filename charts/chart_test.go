@@ -42,6 +42,7 @@ func TestNamesFor(t *testing.T) {
 		NetworkPolicy:  "soak-sortie-engine",
 		Job:            "soak-sortie-driver",
 		ReportClaim:    "soak-sortie-report",
+		TLSSecret:      "soak-sortie-tls",
 		ServiceAccount: "soak-sortie",
 		EngineSelector: "app.kubernetes.io/component=engine,app.kubernetes.io/instance=soak,app.kubernetes.io/name=sortie",
 		DriverSelector: "app.kubernetes.io/component=driver,app.kubernetes.io/instance=soak,app.kubernetes.io/name=sortie",
@@ -80,7 +81,8 @@ func TestRenderValueSets(t *testing.T) {
 					t.Errorf("--backend-name %q, want $(%s) (node by default)", got, BackendNameEnv)
 				}
 				d := container(t, &r.job.Spec.Template, DriverContainer)
-				want := []string{"run", "/plan/plan.yaml", "-o", "/report/report.json", "--results-stream", "/report/results.jsonl", "--live-record", "/report/live.jsonl"}
+				want := []string{"run", "/plan/plan.yaml", "-o", "/report/report.json", "--results-stream", "/report/results.jsonl", "--live-record", "/report/live.jsonl",
+					"--client-cert", "/tls/driver.crt", "--client-key", "/tls/driver.key", "--engine-ca", "/tls/ca.crt"}
 				if diff := cmp.Diff(want, d.Args); diff != "" {
 					t.Errorf("driver args (-want +got):\n%s", diff)
 				}
@@ -287,6 +289,16 @@ func TestRenderValueSets(t *testing.T) {
 			},
 		},
 		{
+			name:   "plaintext control plane",
+			values: vals("plan", plan, "tls.enabled", false, "engine.allowTargets", []any{"10.0.0.0/8", "*.aether-test.mesh"}),
+			kinds:  full,
+		},
+		{
+			name:   "own TLS Secret, engines alone",
+			values: vals("job.enabled", false, "tls.secretName", "run-ca", "engine.allowTargets", []any{"*"}),
+			kinds:  enginesOnly,
+		},
+		{
 			name: "tags when allowed",
 			values: vals("plan", plan, "images.allowTags", true,
 				"images.engine.tag", "dev", "images.engine.digest", "",
@@ -407,6 +419,18 @@ func TestRenderRefused(t *testing.T) {
 			[]string{"/engine/resources", "request"}},
 		{"release name too long", strings.Repeat("r", 44), vals("plan", plan),
 			[]string{"is 44 characters: at most 43"}},
+		{"no allowlist", "", vals("plan", plan, "engine.allowTargets", []any{}),
+			[]string{"engine.allowTargets is empty"}},
+		{"no allowlist with engines alone", "", vals("job.enabled", false, "engine.allowTargets", []any{}),
+			[]string{"engine.allowTargets is empty"}},
+		{"allowlist entries in one string", "", vals("plan", plan, "engine.allowTargets", []any{"a.mesh,b.mesh"}),
+			[]string{"/engine/allowTargets/0"}},
+		{"allowlist as a string", "", vals("plan", plan, "engine.allowTargets", "*"),
+			[]string{"/engine/allowTargets"}},
+		{"tls.enabled as a string", "", vals("plan", plan, "tls.enabled", "true"),
+			[]string{"/tls/enabled", "boolean"}},
+		{"tls secret not a name", "", vals("plan", plan, "tls.secretName", "My Secret"),
+			[]string{"/tls/secretName"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

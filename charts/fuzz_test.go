@@ -26,7 +26,7 @@ func FuzzRenderPlan(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, plan string) {
-		m, err := Render(map[string]any{"plan": plan}, testRelease, testNamespace)
+		m, err := Render(vals("plan", plan), testRelease, testNamespace)
 		if strings.TrimSpace(plan) == "" {
 			if err == nil {
 				t.Fatal("a blank plan was rendered")

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sortie-soak/sortie/render"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -44,5 +46,15 @@ func TestGolden(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("%s is stale (-want +got); run go test -update and review:\n%s", path, diff)
+	}
+}
+
+// TestPlanUserAgent: the chart's test plan sends the User-Agent the plan
+// renderer writes by default (the bash harness's, which the soak's
+// access-log queries select on), so the golden shows what a run ships.
+func TestPlanUserAgent(t *testing.T) {
+	want := `headers: ["User-Agent: ` + render.UserAgent + `"]`
+	if plan := readPlan(t); !strings.Contains(plan, want) {
+		t.Errorf("testdata/plan.yaml lacks %s:\n%s", want, plan)
 	}
 }

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -17,7 +19,7 @@ var digestRef = regexp.MustCompile(`^[^@]+@sha256:[a-f0-9]{64}$`)
 
 // checkInvariants holds what every release of the chart must be, whatever
 // its values: hardened pods, a headless Service and a NetworkPolicy that
-// select the right pods, a Job that never retries, names that NamesFor
+// select the right pods, a Job that only resumes, names that NamesFor
 // predicts, and images by digest unless tags are allowed.
 func checkInvariants(t *testing.T, r *rendered, values map[string]any) {
 	t.Helper()
@@ -69,12 +71,19 @@ func checkInvariants(t *testing.T, r *rendered, values map[string]any) {
 	if _, ok := argAfter(engine.Args, "--max-concurrent-executions"); !ok {
 		t.Errorf("engine args %q lack --max-concurrent-executions", engine.Args)
 	}
-	if p := engine.ReadinessProbe; p == nil || p.GRPC == nil || p.GRPC.Port != EnginePort {
-		t.Errorf("engine readiness probe %+v, want gRPC on port %d", p, EnginePort)
+	// The kubelet's gRPC probe speaks no TLS: it asks the health port,
+	// which serves health alone.
+	if p := engine.ReadinessProbe; p == nil || p.GRPC == nil || p.GRPC.Port != EngineHealthPort {
+		t.Errorf("engine readiness probe %+v, want gRPC on port %d", p, EngineHealthPort)
 	}
-	if len(engine.Ports) != 1 || engine.Ports[0].ContainerPort != EnginePort || engine.Ports[0].Name != "grpc" || engine.Ports[0].Protocol != corev1.ProtocolTCP {
-		t.Errorf("engine ports %+v, want grpc %d/TCP", engine.Ports, EnginePort)
+	if got, _ := argAfter(engine.Args, "--health-listen"); got != fmt.Sprintf("0.0.0.0:%d", EngineHealthPort) {
+		t.Errorf("engine --health-listen %q, want 0.0.0.0:%d", got, EngineHealthPort)
 	}
+	if len(engine.Ports) != 2 || engine.Ports[0].ContainerPort != EnginePort || engine.Ports[0].Name != "grpc" || engine.Ports[0].Protocol != corev1.ProtocolTCP ||
+		engine.Ports[1].ContainerPort != EngineHealthPort || engine.Ports[1].Name != "health" {
+		t.Errorf("engine ports %+v, want grpc %d/TCP and health %d", engine.Ports, EnginePort, EngineHealthPort)
+	}
+	checkControlPlane(t, r, values)
 
 	// The headless Service: ready engines only, on the gRPC port.
 	svc := r.service
@@ -219,8 +228,15 @@ func checkJob(t *testing.T, r *rendered, names Names, allowTags bool) {
 	if job.Name != names.Job {
 		t.Errorf("Job name %q, want %q", job.Name, names.Job)
 	}
-	if b := job.Spec.BackoffLimit; b == nil || *b != 0 {
-		t.Errorf("Job backoffLimit %s, want 0 (a run is never repeated)", intPtr(b))
+	// A run is never repeated, but resumed: only a driver that was
+	// killed (137) or detached on SIGTERM (143) is started again.
+	if b := job.Spec.BackoffLimit; b == nil || *b != 3 {
+		t.Errorf("Job backoffLimit %s, want 3 (job.resumeLimit)", intPtr(b))
+	}
+	if pfp := job.Spec.PodFailurePolicy; pfp == nil || len(pfp.Rules) != 1 || pfp.Rules[0].Action != batchv1.PodFailurePolicyActionFailJob ||
+		pfp.Rules[0].OnExitCodes == nil || pfp.Rules[0].OnExitCodes.Operator != batchv1.PodFailurePolicyOnExitCodesOpNotIn ||
+		fmt.Sprint(pfp.Rules[0].OnExitCodes.Values) != "[137 143]" {
+		t.Errorf("Job podFailurePolicy %+v: want FailJob on every exit code but 137 and 143", pfp)
 	}
 	if job.Spec.TTLSecondsAfterFinished != nil {
 		t.Errorf("Job ttlSecondsAfterFinished %d: the Job and its log must stay", *job.Spec.TTLSecondsAfterFinished)
@@ -309,4 +325,87 @@ func intPtr(p *int32) string {
 		return "unset"
 	}
 	return strconv.Itoa(int(*p))
+}
+
+// checkControlPlane holds the engines' control plane to the values: the
+// allowlist as given; with tls.enabled (the default) mTLS on both ends,
+// each pod mounting the run's CA and its own key pair from the Secret and
+// never the other's key; without it plaintext, said on both ends.
+func checkControlPlane(t *testing.T, r *rendered, values map[string]any) {
+	t.Helper()
+	tlsOn, secret := true, NamesFor(testRelease).TLSSecret
+	if v, ok := values["tls"].(map[string]any); ok {
+		if on, ok := v["enabled"].(bool); ok {
+			tlsOn = on
+		}
+		if name, _ := v["secretName"].(string); name != "" {
+			secret = name
+		}
+	}
+	var allow []string
+	if e, ok := values["engine"].(map[string]any); ok {
+		for _, a := range e["allowTargets"].([]any) {
+			allow = append(allow, a.(string))
+		}
+	}
+	engine := container(t, r.enginePod(), EngineContainer)
+	if got, _ := argAfter(engine.Args, "--allow-targets"); got != strings.Join(allow, ",") {
+		t.Errorf("engine --allow-targets %q, want %q", got, strings.Join(allow, ","))
+	}
+	sides := []struct {
+		name  string
+		pod   *corev1.PodTemplateSpec
+		c     *corev1.Container
+		flags map[string]string
+	}{{"engine", r.enginePod(), engine, map[string]string{
+		"--tls-cert": TLSDir + "/engine.crt", "--tls-key": TLSDir + "/engine.key", "--client-ca": TLSDir + "/ca.crt"}}}
+	if r.job != nil {
+		sides = append(sides, struct {
+			name  string
+			pod   *corev1.PodTemplateSpec
+			c     *corev1.Container
+			flags map[string]string
+		}{"driver", &r.job.Spec.Template, container(t, &r.job.Spec.Template, DriverContainer), map[string]string{
+			"--client-cert": TLSDir + "/driver.crt", "--client-key": TLSDir + "/driver.key", "--engine-ca": TLSDir + "/ca.crt"}})
+	}
+	for _, s := range sides {
+		var vol *corev1.Volume
+		for i := range s.pod.Spec.Volumes {
+			if s.pod.Spec.Volumes[i].Name == "tls" {
+				vol = &s.pod.Spec.Volumes[i]
+			}
+		}
+		if !tlsOn {
+			if !hasArg(s.c.Args, "--insecure-plaintext") || vol != nil {
+				t.Errorf("%s with tls.enabled=false: args %q, tls volume %v; want --insecure-plaintext and no volume", s.name, s.c.Args, vol)
+			}
+			continue
+		}
+		if hasArg(s.c.Args, "--insecure-plaintext") {
+			t.Errorf("%s runs in plaintext with tls.enabled", s.name)
+		}
+		for flag, want := range s.flags {
+			if got, _ := argAfter(s.c.Args, flag); got != want {
+				t.Errorf("%s %s %q, want %q", s.name, flag, got, want)
+			}
+		}
+		if vol == nil || vol.Secret == nil || vol.Secret.SecretName != secret {
+			t.Errorf("%s tls volume %+v, want Secret %s", s.name, vol, secret)
+			continue
+		}
+		var keys []string
+		for _, it := range vol.Secret.Items {
+			keys = append(keys, it.Key)
+		}
+		if want := []string{"ca.crt", s.name + ".crt", s.name + ".key"}; !slices.Equal(keys, want) {
+			t.Errorf("%s mounts %q of the Secret, want %q (its own pair only)", s.name, keys, want)
+		}
+		mounted := false
+		for _, m := range s.c.VolumeMounts {
+			mounted = mounted || (m.Name == "tls" && m.MountPath == TLSDir && m.ReadOnly)
+		}
+		if !mounted {
+			t.Errorf("%s does not mount the tls volume read-only at %s", s.name, TLSDir)
+		}
+	}
 }

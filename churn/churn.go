@@ -1,7 +1,11 @@
 // Package churn is sortie-churn: it runs a soak's churn schedule (rollout
-// restarts, a deployment shrink, a pod under a brand-new ServiceAccount) at
-// fixed offsets from the load start T0, and aborts at the first step that
-// fails, so a finished run proves every step happened. The schedule format
+// restarts, a deployment shrink, a client pod under a brand-new
+// ServiceAccount, a node daemon's outage with a pod deleted in it, memory
+// samples) at fixed offsets from the load start T0, and aborts at the first
+// step that cannot do its part, so a finished run proves every step
+// happened. A step that did its part and found a failure (a first-use
+// request that was not a 2xx, a FailedMount after an outage) is a finding:
+// a FAILED line, and the schedule goes on. The schedule format
 // and the output lines are documented in the binary's --help (usageText).
 //
 // A Churner runs with any kubernetes.Interface and clock.Clock, so tests
@@ -17,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,10 +51,29 @@ type Churner struct {
 	// newSAs counts the new-serviceaccount steps started, to take nodes in
 	// turn.
 	newSAs int
-	// Counters for the CHURN COMPLETE line.
-	stepsDone, rolled, shrunk, newSADone int
+	// Counters for the CHURN COMPLETE line. findings counts the steps
+	// that ran and found a failure (a FAILED line that did not abort).
+	stepsDone, rolled, shrunk, newSADone, findings int
 	// during names the steps under way, for the CHURN STOPPED line.
 	during []string
+
+	// Summaries reads the kubelets' summaries for memory samples; nil: the
+	// API server's node proxy through Client.
+	Summaries SummaryReader
+	// MemoryOut receives the memory TSV (MemoryHeader, then one row per
+	// container sampled); nil: the samples are only summed up on stdout.
+	MemoryOut io.Writer
+	// samples are the memory samples due after a roll, earliest first.
+	samples      []*pendingSample
+	memory       []MemorySample
+	memoryHeader bool
+}
+
+// pendingSample is a memory sample due at a fixed age after a roll.
+type pendingSample struct {
+	ref Ref
+	due time.Time
+	why string
 }
 
 // restore is a shrunk deployment waiting to be scaled back.
@@ -94,14 +118,15 @@ func (c *Churner) Run(ctx context.Context) Outcome {
 			break
 		}
 	}
-	for err == nil && len(c.restores) > 0 {
-		err = c.waitUntil(ctx, c.restores[0].due)
+	for err == nil && (len(c.restores) > 0 || len(c.samples) > 0) {
+		err = c.waitUntil(ctx, c.nextDue(c.Clock.Now().Add(time.Hour)))
 	}
+	c.memorySummary()
 	var failed *stepFailed
 	switch {
 	case err == nil:
-		c.line("CHURN COMPLETE steps=%d rolled=%d shrunk=%d new_serviceaccounts=%d t0=%s at=%s",
-			c.stepsDone, c.rolled, c.shrunk, c.newSADone, stamp(c.Opts.T0), stamp(c.Clock.Now()))
+		c.line("CHURN COMPLETE steps=%d rolled=%d shrunk=%d new_serviceaccounts=%d findings=%d t0=%s at=%s",
+			c.stepsDone, c.rolled, c.shrunk, c.newSADone, c.findings, stamp(c.Opts.T0), stamp(c.Clock.Now()))
 		return Complete
 	case errors.As(err, &failed):
 		c.undo(ctx)
@@ -122,6 +147,12 @@ func (c *Churner) Run(ctx context.Context) Outcome {
 		return Stopped
 	}
 }
+
+// Findings is how many steps ran to the end and found a failure: a
+// new-serviceaccount tally with a request that was not a 2xx, a
+// node-daemon outage whose report is not clean. Each printed a FAILED line
+// and the schedule went on; a run with findings completed but did not pass.
+func (c *Churner) Findings() int { return c.findings }
 
 // groupByMinute splits steps (in time order) into the runs of one minute.
 func groupByMinute(steps []Step) [][]Step {
@@ -147,17 +178,46 @@ func (c *Churner) waitUntil(ctx context.Context, t time.Time) error {
 			c.restores = c.restores[1:]
 			continue
 		}
+		if len(c.samples) > 0 && !c.samples[0].due.After(now) {
+			s := c.samples[0]
+			c.samples = c.samples[1:]
+			if err := c.sampleMemory(ctx, s.ref, s.why); err != nil {
+				return err
+			}
+			continue
+		}
 		if !now.Before(t) {
 			return ctx.Err()
 		}
-		next := t
-		if len(c.restores) > 0 && c.restores[0].due.Before(next) {
-			next = c.restores[0].due
-		}
-		if err := c.Clock.Sleep(ctx, next.Sub(now)); err != nil {
+		if err := c.Clock.Sleep(ctx, c.nextDue(t).Sub(now)); err != nil {
 			return err
 		}
 	}
+}
+
+// nextDue is the earliest of t, the next restore and the next sample.
+func (c *Churner) nextDue(t time.Time) time.Time {
+	if len(c.restores) > 0 && c.restores[0].due.Before(t) {
+		t = c.restores[0].due
+	}
+	if len(c.samples) > 0 && c.samples[0].due.Before(t) {
+		t = c.samples[0].due
+	}
+	return t
+}
+
+// sampleAfter queues a memory sample of ref at the configured age, when
+// ref's rolls are sampled.
+func (c *Churner) sampleAfter(ref Ref, finished time.Time) {
+	if !slices.Contains(c.Opts.SampleAfter, ref.String()) {
+		return
+	}
+	s := &pendingSample{ref: ref, due: finished.Add(c.Opts.SampleAge), why: fmt.Sprintf("%s after its roll", secs(c.Opts.SampleAge))}
+	i := len(c.samples)
+	for i > 0 && c.samples[i-1].due.After(s.due) {
+		i--
+	}
+	c.samples = slices.Insert(c.samples, i, s)
 }
 
 // runGroup runs the steps of one minute: the rolls together, then the
@@ -195,6 +255,7 @@ func (c *Churner) runGroup(ctx context.Context, group []Step) error {
 		if r.ok {
 			c.rolled++
 			c.line("ROLLED %s at=%s took=%s", r.ref, stamp(r.started), secs(r.finished.Sub(r.started)))
+			c.sampleAfter(r.ref, r.finished)
 			continue
 		}
 		c.line("FAILED %s at=%s took=%s: %s", r.ref, stamp(r.started), secs(r.finished.Sub(r.started)), r.why)
@@ -212,6 +273,10 @@ func (c *Churner) runGroup(ctx context.Context, group []Step) error {
 			err = c.shrink(ctx, st)
 		case StepNewSA:
 			err = c.newServiceAccount(ctx, st)
+		case StepSample:
+			err = c.sampleMemory(ctx, st.Target, fmt.Sprintf("step line %d", st.Line))
+		case StepOutage:
+			err = c.daemonOutage(ctx, st)
 		default:
 			continue
 		}

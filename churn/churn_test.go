@@ -11,13 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/internal/kube/kubetest"
+	"github.com/sortie-soak/sortie/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -38,8 +41,9 @@ func TestSoakDryRun(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	kubetest.Golden(t, "testdata/soak-dry-run.golden", stdout, *update)
-	if !strings.Contains(stdout, "PLAN steps=36 rolls=33 shrinks=1 new_serviceaccounts=2 end=T0+451m30s") {
-		t.Error("the reference schedule is not 33 rolls, 1 shrink and 2 new-serviceaccount steps")
+	if !strings.Contains(stdout, "PLAN steps=37 rolls=33 shrinks=1 new_serviceaccounts=2 end=T0+451m30s") ||
+		!strings.Contains(stdout, "PLAN T0+30m at=2026-10-05T03:50:00Z sample aether-system/daemonset/aether-proxy") {
+		t.Error("the reference schedule is not 33 rolls, 1 shrink, 2 new-serviceaccount steps and the proxies' baseline sample")
 	}
 	// The rolls: on a 12-minute grid from T0+12m to T0+360m, except the two
 	// placed between grid points; then nothing until the shrink at T0+450m.
@@ -91,8 +95,9 @@ func TestRunSmallSchedule(t *testing.T) {
 		"ROLLED aether-test/deployment/svc-2 at=2026-10-05T03:22:00Z took=",
 		"SHRUNK aether-test/deployment/svc-5 replicas=3->0 at=2026-10-05T03:23:00Z restore_at=2026-10-05T03:24:30Z",
 		"RESTORED aether-test/deployment/svc-5 replicas=0->3 at=2026-10-05T03:24:30Z",
-		fmt.Sprintf("ROLLED aether-test/serviceaccount/sa-new-%d node=soak-worker at=2026-10-05T03:26:00Z took=", t0.Add(6*time.Minute).Unix()),
-		"CHURN COMPLETE steps=6 rolled=4 shrunk=1 new_serviceaccounts=1",
+		fmt.Sprintf("ROLLED aether-test/newsa/sa-new-%d at=2026-10-05T03:26:00Z took=", t0.Add(6*time.Minute).Unix()),
+		"tally=svc-1:ok=240,non2xx=0,connerr=0,codes=-;svc-3:ok=240,non2xx=0,connerr=0,codes=-",
+		"CHURN COMPLETE steps=6 rolled=4 shrunk=1 new_serviceaccounts=1 findings=0",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("missing %q", want)
@@ -357,8 +362,18 @@ func TestFlags(t *testing.T) {
 		{[]string{"--schedule", "s", "--dry-run", "--rollout-timeout", "0s"}, "--rollout-timeout must be positive"},
 		{[]string{"--schedule", "s", "--dry-run", "--newsa-labels", "a=b,c"}, "\"c\" is not k=v"},
 		{[]string{"--schedule", "s", "--dry-run", "--newsa-labels", "mesh.io/inject=yes"}, ""},
-		{[]string{"--schedule", "s", "--dry-run", "--newsa-command", " "}, "--newsa-command must not be empty"},
+		{[]string{"--schedule", "s", "--dry-run", "--newsa-targets", "a=ftp://x/,b"}, `"b" is not name=url`},
+		{[]string{"--schedule", "s", "--dry-run", "--newsa-targets", "a=ftp://x/"}, `target a: "ftp://x/" is not an http`},
+		{[]string{"--schedule", "s", "--dry-run", "--newsa-targets", "a=http://x/", "--newsa-rate", "0"}, "--rate 0"},
+		{[]string{"--schedule", "s", "--dry-run", "--newsa-annotations", "bad key=1"}, `--newsa-annotations key "bad key"`},
+		{[]string{"--schedule", "s", "--dry-run", "--newsa-upstreams-annotation", "bad key"}, `--newsa-upstreams-annotation "bad key"`},
 		{[]string{"--schedule", "s", "--dry-run", "x"}, "unexpected arguments"},
+		{[]string{"--schedule", "s", "--dry-run", "--sample-after", "aether-system/daemonset/aether-proxy,aether-test/deployment/svc-1"}, ""},
+		{[]string{"--schedule", "s", "--dry-run", "--sample-after", "aether-proxy"}, `--sample-after "aether-proxy": want <namespace>/<kind>/<name>`},
+		{[]string{"--schedule", "s", "--dry-run", "--sample-age", "0"}, "--sample-age must be positive"},
+		{[]string{"--schedule", "s", "--dry-run", "--sa-rule", "mine", "--managed-label", "Bad Key=x", "--min-prestop-sleep", "1500ms"}, "--sa-rule must be own or any"},
+		{[]string{"--schedule", "s", "--dry-run", "--managed-label", "Bad Key=x"}, `--managed-label key "Bad Key"`},
+		{[]string{"--schedule", "s", "--dry-run", "--min-prestop-sleep", "1500ms"}, "--min-prestop-sleep must be whole seconds"},
 	} {
 		_, help, err := parseFlags(tc.args, &strings.Builder{})
 		if help {
@@ -370,6 +385,17 @@ func TestFlags(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
 		}
+	}
+	// --settle moves the schedule's T0 after the load start, as the bash
+	// harness's churn took its T0 240 s into the load.
+	o, _, err := parseFlags([]string{"--schedule", "s", "--t0", "2026-10-05T03:20:00Z", "--settle", "240"}, &strings.Builder{})
+	if want := time.Date(2026, 10, 5, 3, 24, 0, 0, time.UTC); err != nil || !o.T0.Equal(want) {
+		t.Errorf("--settle 240: T0 %v, %v; want %v", o.T0, err, want)
+	}
+	// Bare integers are seconds, as the bash harness's flags took them.
+	o, _, err = parseFlags([]string{"--schedule", "s", "--dry-run", "--newsa-hold", "90", "--poll", "2", "--rollout-timeout", "10m"}, &strings.Builder{})
+	if err != nil || o.NewSAHold != 90*time.Second || o.Poll != 2*time.Second || o.RolloutTimeout != 10*time.Minute {
+		t.Errorf("bare seconds: hold %v poll %v rollout %v, %v", o.NewSAHold, o.Poll, o.RolloutTimeout, err)
 	}
 	var stderr strings.Builder
 	if err := RunEnv(context.Background(), Env{}, []string{"--help"}, &strings.Builder{}, &stderr); err != nil {
@@ -385,12 +411,14 @@ func TestFlags(t *testing.T) {
 	}
 }
 
-// TestNewServiceAccount: auto takes the eligible workers in turn, the pod
-// runs under the new account on the chosen node, and everything is deleted.
+// TestNewServiceAccount: auto takes the eligible workers in turn from T0's
+// minute; the pod runs the engine's client mode under the new account on
+// the chosen node, with the mesh's label and annotation; the tally is read
+// back from the pod's log, and everything is deleted, in that order.
 func TestNewServiceAccount(t *testing.T) {
 	s := newSim(soakCluster()...)
 	path := writeSchedule(t, "1 new-serviceaccount auto -n aether-test\n5 new-serviceaccount auto -n aether-test\n9 new-serviceaccount soak-worker2 -n aether-test\n")
-	stdout, code := run(t, context.Background(), s, append([]string{"--schedule", path, "--newsa-labels", "mesh.io/inject=enabled"}, t0Flag...)...)
+	stdout, code := run(t, context.Background(), s, append([]string{"--schedule", path, "--newsa-annotations", "team=soak"}, t0Flag...)...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
@@ -402,22 +430,150 @@ func TestNewServiceAccount(t *testing.T) {
 		}
 		d := c.GetObject().(*appsv1.Deployment)
 		pod := d.Spec.Template
-		if pod.Spec.ServiceAccountName != d.Name || pod.Labels["mesh.io/inject"] != "enabled" || pod.Labels[newSALabel] != d.Name {
-			t.Errorf("%s: pod template %+v", d.Name, pod)
+		if pod.Spec.ServiceAccountName != d.Name || pod.Labels["aether.io/managed"] != "true" || pod.Labels[newSALabel] != d.Name {
+			t.Errorf("%s: pod labels %v, account %s", d.Name, pod.Labels, pod.Spec.ServiceAccountName)
 		}
-		if got := pod.Spec.Containers[0].Command; strings.Join(got, " ") != "sh -c exec sleep 86400" {
-			t.Errorf("%s: command %q", d.Name, got)
+		if diff := cmp.Diff(map[string]string{"config.aether.io/upstreams": "svc-1,svc-3", "team": "soak"}, pod.Annotations); diff != "" {
+			t.Errorf("%s: annotations (-want +got):\n%s", d.Name, diff)
+		}
+		ctr := pod.Spec.Containers[0]
+		want := "oneshot --step " + d.Name + " --node $(SORTIE_NEWSA_NODE) --requests 240 --rate 2 --timeout 5s" +
+			" --target svc-1=http://svc-1.aether-test.mesh:18081/ --target svc-3=http://svc-3.aether-test.mesh:18081/"
+		if got := strings.Join(ctr.Args, " "); got != want || len(ctr.Command) != 0 || ctr.Image != newsaArgs[1] {
+			t.Errorf("%s: image %s command %q args\n %s\nwant\n %s", d.Name, ctr.Image, ctr.Command, got, want)
 		}
 		nodes = append(nodes, pod.Spec.NodeSelector["kubernetes.io/hostname"])
 	}
 	if got := strings.Join(nodes, " "); got != "soak-worker soak-worker2 soak-worker2" {
 		t.Errorf("nodes %s, want soak-worker soak-worker2 soak-worker2", got)
 	}
+	// The first step's calls, in order.
+	name := fmt.Sprintf("sa-new-%d", t0.Add(time.Minute).Unix())
+	var seq []string
+	for _, a := range s.Actions() {
+		l := kubetest.Line(a)
+		if a.GetResource().Resource == "selfsubjectaccessreviews" {
+			continue // the preflight's
+		}
+		if strings.Contains(l, "serviceaccounts") || strings.Contains(l, "deployments ns=aether-test name="+name) ||
+			strings.Contains(l, "pods") || (a.GetVerb() == "create" && a.GetResource().Resource == "deployments") {
+			seq = append(seq, l)
+		}
+		if a.GetVerb() == "delete" && a.GetResource().Resource == "serviceaccounts" {
+			break
+		}
+	}
+	wantSeq := []string{
+		"create serviceaccounts ns=aether-test name=" + name,
+		"create deployments ns=aether-test name=" + name,
+		"get deployments ns=aether-test name=" + name,
+		"list pods ns=aether-test labels=sortie.io/new-serviceaccount=" + name,
+		"get pods/log ns=aether-test",
+		"delete deployments ns=aether-test name=" + name,
+		"delete serviceaccounts ns=aether-test name=" + name,
+	}
+	if diff := cmp.Diff(wantSeq, seq); diff != "" {
+		t.Errorf("first step's calls (-want +got):\n%s", diff)
+	}
 	if l := s.leftovers(t); len(l) > 0 {
 		t.Errorf("left behind: %v", l)
 	}
-	if !strings.Contains(stdout, "CHURN COMPLETE steps=3 rolled=0 shrunk=0 new_serviceaccounts=3") {
-		t.Errorf("output:\n%s", stdout)
+	for _, want := range []string{
+		"ROLLED aether-test/newsa/" + name + " at=2026-10-05T03:21:00Z took=0s node=soak-worker ready=0s tally=svc-1:ok=240,non2xx=0,connerr=0,codes=-;svc-3:ok=240,non2xx=0,connerr=0,codes=-\n",
+		"CHURN COMPLETE steps=3 rolled=0 shrunk=0 new_serviceaccounts=3 findings=0",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("missing %q in\n%s", want, stdout)
+		}
+	}
+	// The gate's reader of rolls takes the step's lines.
+	rl, err := record.ParseRolls(strings.NewReader(stdout))
+	if err != nil || len(rl.Rolls) != 3 {
+		t.Fatalf("read as rolls: %d, %v", len(rl.Rolls), err)
+	}
+	if v, _ := rl.Rolls[0].Field("tally"); !strings.HasPrefix(v, "svc-1:ok=240,") {
+		t.Errorf("tally field %q", v)
+	}
+}
+
+// TestNewServiceAccountRotatesByT0: the first auto node depends on T0's
+// minute, so successive soaks start on different nodes.
+func TestNewServiceAccountRotatesByT0(t *testing.T) {
+	s := newSim(soakCluster()...)
+	path := writeSchedule(t, "1 new-serviceaccount auto -n aether-test\n5 new-serviceaccount auto -n aether-test\n")
+	stdout, code := run(t, context.Background(), s, "--schedule", path, "--t0", t0.Add(time.Minute).Format(time.RFC3339))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+	var nodes []string
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.HasPrefix(l, "ROLLED ") {
+			_, rest, _ := strings.Cut(l, " node=")
+			node, _, _ := strings.Cut(rest, " ")
+			nodes = append(nodes, node)
+		}
+	}
+	if got := strings.Join(nodes, " "); got != "soak-worker2 soak-worker" {
+		t.Errorf("T0 one minute later: nodes %s, want soak-worker2 soak-worker\n%s", got, stdout)
+	}
+}
+
+// TestNewServiceAccountFinding: a tally with a request that was not a 2xx
+// is a FAILED line, a finding: the run goes on and completes, and says so.
+func TestNewServiceAccountFinding(t *testing.T) {
+	s := newSim(soakCluster()...)
+	s.newsaLog = func(p *corev1.Pod) string {
+		return "starting\nSORTIE_NEWSA_FINAL step=" + p.Labels[newSALabel] + " node=" + p.Spec.NodeName +
+			" svc-1:ok=200,non2xx=37,connerr=3,codes=503x37+err_connectx3 svc-3:ok=240,non2xx=0,connerr=0,codes=-\n"
+	}
+	path := writeSchedule(t, "1 new-serviceaccount auto -n aether-test\n2 roll deployment/svc-1 -n aether-test\n")
+	stdout, code := run(t, context.Background(), s, append([]string{"--schedule", path}, t0Flag...)...)
+	if code != 0 {
+		t.Errorf("exit %d, want 0", code)
+	}
+	name := fmt.Sprintf("sa-new-%d", t0.Add(time.Minute).Unix())
+	for _, want := range []string{
+		"FAILED aether-test/newsa/" + name + " at=2026-10-05T03:21:00Z took=0s node=soak-worker ready=0s tally=svc-1:ok=200,non2xx=37,connerr=3,codes=503x37+err_connectx3;svc-3:ok=240,non2xx=0,connerr=0,codes=-: not every request was a 2xx",
+		"ROLLED aether-test/deployment/svc-1 at=2026-10-05T03:22:00Z",
+		"CHURN COMPLETE steps=2 rolled=1 shrunk=0 new_serviceaccounts=1 findings=1",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("missing %q in\n%s", want, stdout)
+		}
+	}
+	if l := s.leftovers(t); len(l) > 0 {
+		t.Errorf("left behind: %v", l)
+	}
+}
+
+// TestNewServiceAccountNoTally: a pod that never prints its tally (or
+// prints one that does not read) is a hole: the step fails, the run
+// aborts, and the objects are deleted anyway.
+func TestNewServiceAccountNoTally(t *testing.T) {
+	for _, tc := range []struct{ log, why string }{
+		{"starting\n", "no SORTIE_NEWSA_FINAL line within 126s of ready (the log holds no final line yet)"},
+		{"SORTIE_NEWSA_FINAL step=x node=y svc-1:ok=1\n", "its final line does not read"},
+	} {
+		s := newSim(soakCluster()...)
+		s.newsaLog = func(*corev1.Pod) string { return tc.log }
+		path := writeSchedule(t, "1 new-serviceaccount auto -n aether-test\n")
+		stdout, code := run(t, context.Background(), s, append([]string{"--schedule", path, "--newsa-requests", "3", "--newsa-hold", "2m"}, t0Flag...)...)
+		if code != 1 {
+			t.Errorf("%q: exit %d, want 1", tc.log, code)
+		}
+		name := fmt.Sprintf("sa-new-%d", t0.Add(time.Minute).Unix())
+		for _, want := range []string{
+			"FAILED aether-test/newsa/" + name + " at=2026-10-05T03:21:00Z took=",
+			" node=soak-worker ready=0s: " + tc.why,
+			"CHURN ABORTED: new-serviceaccount aether-test/newsa/" + name + " (line 1) failed",
+		} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%q: missing %q in\n%s", tc.log, want, stdout)
+			}
+		}
+		if l := s.leftovers(t); len(l) > 0 {
+			t.Errorf("left behind: %v", l)
+		}
 	}
 }
 
@@ -433,8 +589,8 @@ func TestNewServiceAccountNeverReady(t *testing.T) {
 		t.Errorf("exit %d, want 1", code)
 	}
 	for _, want := range []string{
-		"FAILED aether-test/serviceaccount/" + name + " node=soak-worker at=2026-10-05T03:21:00Z took=60s: its pod never became available: rollout not complete within 60s: updated=0/1",
-		"CHURN ABORTED: new-serviceaccount aether-test/serviceaccount/" + name + " (line 1) failed",
+		"FAILED aether-test/newsa/" + name + " at=2026-10-05T03:21:00Z took=60s node=soak-worker: its pod never became available: rollout not complete within 60s: updated=0/1",
+		"CHURN ABORTED: new-serviceaccount aether-test/newsa/" + name + " (line 1) failed",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("missing %q in\n%s", want, stdout)

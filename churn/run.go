@@ -41,6 +41,11 @@ func RunEnv(ctx context.Context, env Env, args []string, stdout, stderr io.Write
 	if err != nil {
 		return cli.Usage(err)
 	}
+	if !o.DryRun || o.Preflight {
+		if err := o.ForSchedule(sched); err != nil {
+			return cli.Usage(err)
+		}
+	}
 	c := &Churner{Clock: env.Clock, Opts: o, Schedule: sched, Out: stdout, Log: log}
 	needClient := !o.DryRun || o.Preflight
 	if needClient {
@@ -67,6 +72,14 @@ func RunEnv(ctx context.Context, env Env, args []string, stdout, stderr io.Write
 	}
 	if err := c.checkLate(); err != nil {
 		return cli.Usage(err)
+	}
+	if o.MemoryTSV != "" {
+		f, fresh, err := openAppend(o.MemoryTSV)
+		if err != nil {
+			return cli.Usage(fmt.Errorf("--memory-tsv: %w", err))
+		}
+		defer f.Close()
+		c.MemoryOut, c.memoryHeader = syncWriter{f}, !fresh
 	}
 	switch c.Run(ctx) {
 	case Complete:
@@ -138,9 +151,40 @@ func (c *Churner) plan() {
 			c.line("%s shrink %s for=%ds restore_at=%s", head, st.Target, st.Seconds, restore)
 		case StepNewSA:
 			c.line("%s new-serviceaccount %s node=%s hold=%s", head, st.Target.Namespace, st.Node, secs(c.Opts.NewSAHold))
+		case StepSample:
+			c.line("%s sample %s", head, st.Target)
+		case StepOutage:
+			c.line("%s daemon-outage %s victim=%s", head, st.Target, st.Victim)
 		}
 	}
 	rolls, shrinks, newSAs := c.Schedule.Counts()
 	c.line("PLAN steps=%d rolls=%d shrinks=%d new_serviceaccounts=%d end=%s dry-run: nothing was changed",
 		len(c.Schedule.Steps), rolls, shrinks, newSAs, offset(c.Schedule.End()))
+}
+
+// openAppend opens path for appending, creating it; fresh reports that it
+// was empty (so the header is still to be written).
+func openAppend(path string) (f *os.File, fresh bool, err error) {
+	f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	return f, st.Size() == 0, nil
+}
+
+// syncWriter syncs each write: a sample is on disk when its line is
+// printed, whatever happens to the run afterwards.
+type syncWriter struct{ f *os.File }
+
+func (w syncWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err == nil {
+		err = w.f.Sync()
+	}
+	return n, err
 }

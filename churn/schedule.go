@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -17,6 +18,8 @@ const (
 	StepRoll   = "roll"
 	StepShrink = "shrink"
 	StepNewSA  = "new-serviceaccount"
+	StepSample = "sample"
+	StepOutage = "daemon-outage"
 )
 
 // Workload kinds a roll accepts, as written in a Ref.
@@ -25,6 +28,10 @@ const (
 	KindDaemonSet   = "daemonset"
 	KindStatefulSet = "statefulset"
 )
+
+// KindNewSA is the kind in the Ref of a new-serviceaccount step's lines:
+// <ns>/newsa/<name>.
+const KindNewSA = "newsa"
 
 // AutoNode asks a new-serviceaccount step to pick the node itself.
 const AutoNode = "auto"
@@ -49,19 +56,32 @@ func (r Ref) String() string { return r.Namespace + "/" + r.Kind + "/" + r.Name 
 type Step struct {
 	// Minute is the step's offset from T0.
 	Minute int
-	// Kind is StepRoll, StepShrink or StepNewSA.
+	// Kind is StepRoll, StepShrink, StepNewSA or StepSample.
 	Kind string
-	// Target is the workload of a roll or a shrink (always a deployment for
-	// a shrink), or the namespace (Target.Namespace) of a new-serviceaccount.
+	// Target is the workload of a roll, a shrink (always a deployment) or a
+	// sample, or the namespace (Target.Namespace) of a new-serviceaccount.
 	Target Ref
 	// Seconds is how long a shrink holds the deployment at zero.
 	Seconds int
 	// Node is where a new-serviceaccount step's pod runs: a node name, or
 	// AutoNode.
 	Node string
+	// Victim is what a daemon-outage step deletes on the node where its
+	// DaemonSet (Target) is down.
+	Victim Victim
 	// Line is the step's line in the schedule file, for messages.
 	Line int
 }
+
+// Victim selects the pods a daemon-outage step may delete: a label
+// selector in a namespace.
+type Victim struct {
+	Namespace string
+	Selector  string
+}
+
+// String renders v as <namespace>/<selector>, as the schedule writes it.
+func (v Victim) String() string { return v.Namespace + "/" + v.Selector }
 
 // At is when the step is due.
 func (s Step) At(t0 time.Time) time.Time { return t0.Add(time.Duration(s.Minute) * time.Minute) }
@@ -73,11 +93,12 @@ type Schedule struct {
 	Steps []Step
 }
 
-// Counts returns how many steps of each kind s has.
+// Counts returns how many steps of each kind s has; a daemon-outage step
+// rolls its DaemonSet and counts as a roll.
 func (s *Schedule) Counts() (rolls, shrinks, newSAs int) {
 	for _, st := range s.Steps {
 		switch st.Kind {
-		case StepRoll:
+		case StepRoll, StepOutage:
 			rolls++
 		case StepShrink:
 			shrinks++
@@ -221,8 +242,8 @@ func parseStep(toks []token, line int, defaultNS string, fail func(line, col int
 		return false
 	}
 	switch verb.text {
-	case StepRoll:
-		st.Kind = StepRoll
+	case StepRoll, StepSample:
+		st.Kind = verb.text
 		if !want(1, "<kind>/<name> [-n namespace]") {
 			return st, false
 		}
@@ -272,11 +293,60 @@ func parseStep(toks []token, line int, defaultNS string, fail func(line, col int
 				ok = false
 			}
 		}
+	case StepOutage:
+		st.Kind = StepOutage
+		ok = parseOutage(&st, verb, args, line, fail) && ok
 	default:
-		fail(line, verb.col, "unknown step %q: want roll, shrink or new-serviceaccount", verb.text)
+		fail(line, verb.col, "unknown step %q: want roll, shrink, new-serviceaccount, sample or daemon-outage", verb.text)
 		return st, false
 	}
 	return st, ok
+}
+
+// parseOutage reads a daemon-outage step's arguments:
+// --daemonset <name> --victim <namespace>/<label selector>, in either order.
+func parseOutage(st *Step, verb token, args []token, line int, fail func(line, col int, format string, args ...any)) bool {
+	const usage = "daemon-outage takes --daemonset <name> --victim <namespace>/<label selector> [-n namespace]"
+	if len(args) != 4 {
+		fail(line, verb.col, usage)
+		return false
+	}
+	ok := true
+	seen := map[string]bool{}
+	for i := 0; i < 4; i += 2 {
+		flag, val := args[i], args[i+1]
+		if seen[flag.text] {
+			fail(line, flag.col, "%s is given twice", flag.text)
+			return false
+		}
+		seen[flag.text] = true
+		switch flag.text {
+		case "--daemonset":
+			name := strings.TrimPrefix(val.text, "daemonset/")
+			st.Target.Kind, st.Target.Name = KindDaemonSet, name
+			ok = checkName(name, val.col, line, fail) && ok
+		case "--victim":
+			ns, sel, found := strings.Cut(val.text, "/")
+			if !found || sel == "" {
+				fail(line, val.col, "--victim %q: want <namespace>/<label selector>, e.g. aether-test/app=uds-echo", val.text)
+				ok = false
+				continue
+			}
+			for _, msg := range validation.IsDNS1123Label(ns) {
+				fail(line, val.col, "--victim namespace %q: %s", ns, msg)
+				ok = false
+			}
+			if _, err := labels.Parse(sel); err != nil {
+				fail(line, val.col+len(ns)+1, "--victim selector %q: %s", sel, oneLine(err))
+				ok = false
+			}
+			st.Victim = Victim{Namespace: ns, Selector: sel}
+		default:
+			fail(line, flag.col, usage)
+			return false
+		}
+	}
+	return ok
 }
 
 // canonicalKind maps the spellings kubectl accepts to a Ref kind, or "".
@@ -325,7 +395,7 @@ func conflicts(name string, steps []Step) []error {
 		from := time.Duration(sh.Minute) * time.Minute
 		to := from + time.Duration(sh.Seconds)*time.Second
 		for _, st := range steps {
-			if st.Line == sh.Line || st.Target != sh.Target || st.Kind == StepNewSA {
+			if st.Line == sh.Line || st.Target != sh.Target || st.Kind == StepNewSA || st.Kind == StepSample || st.Kind == StepOutage {
 				continue
 			}
 			at := time.Duration(st.Minute) * time.Minute

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 func TestParseSchedule(t *testing.T) {
@@ -28,6 +29,30 @@ func TestParseSchedule(t *testing.T) {
 				{Minute: 41, Kind: StepNewSA, Target: Ref{Namespace: "t"}, Node: "worker-1", Line: 9},
 			},
 		},
+		{
+			name: "sample",
+			text: "30 sample ds/aether-proxy -n aether-system\n31 sample deployment/svc-1\n",
+			want: []Step{
+				{Minute: 30, Kind: StepSample, Target: Ref{"aether-system", KindDaemonSet, "aether-proxy"}, Line: 1},
+				{Minute: 31, Kind: StepSample, Target: Ref{"ns", KindDeployment, "svc-1"}, Line: 2},
+			},
+		},
+		{
+			name: "daemon-outage",
+			text: "162 daemon-outage --daemonset aether-uds-csi --victim aether-test/app=uds-echo -n aether-system\n270 daemon-outage --victim t/app in (a,b) --daemonset ds/csi\n",
+			errs: []string{"s.txt:2:5: daemon-outage takes --daemonset"},
+		},
+		{
+			name: "daemon-outage either order",
+			text: "162 daemon-outage --daemonset aether-uds-csi --victim aether-test/app=uds-echo,tier!=x -n aether-system\n270 daemon-outage --victim t/app=uds-cr-echo --daemonset daemonset/csi\n",
+			want: []Step{
+				{Minute: 162, Kind: StepOutage, Target: Ref{"aether-system", KindDaemonSet, "aether-uds-csi"}, Victim: Victim{"aether-test", "app=uds-echo,tier!=x"}, Line: 1},
+				{Minute: 270, Kind: StepOutage, Target: Ref{"ns", KindDaemonSet, "csi"}, Victim: Victim{"t", "app=uds-cr-echo"}, Line: 2},
+			},
+		},
+		{name: "daemon-outage bad victim", text: "5 daemon-outage --daemonset d --victim app=x\n6 daemon-outage --daemonset d --victim t/=x\n7 daemon-outage --daemonset d --daemonset e\n", errs: []string{
+			`s.txt:1:40: --victim "app=x": want <namespace>/<label selector>`, `s.txt:2:42: --victim selector "=x"`, "s.txt:3:31: --daemonset is given twice"}},
+		{name: "sample without kind", text: "5 sample aether-proxy\n", errs: []string{`s.txt:1:10: "aether-proxy": want <kind>/<name>`}},
 		{name: "empty", text: "# nothing\n\n", errs: []string{"s.txt: no steps"}},
 		{name: "bad minute", text: "-1 roll deployment/a\nx roll deployment/a\n", errs: []string{
 			`s.txt:1:1: "-1" is not a minute after T0`, `s.txt:2:1: "x" is not a minute after T0`}},
@@ -99,6 +124,7 @@ func FuzzParseSchedule(f *testing.F) {
 	f.Add(string(soak))
 	f.Add("5 roll deployment/a -n x\n5 shrink b 10\n")
 	f.Add("1 new-serviceaccount auto -n\n")
+	f.Add("1 daemon-outage --daemonset csi --victim t/app=x,b!=c -n s\n")
 	f.Add("# only\n\t\r\n3 roll ds/x -n -n\n")
 	f.Add("99999999999999999999 roll deployment/a\n")
 	f.Fuzz(func(t *testing.T, text string) {
@@ -113,9 +139,9 @@ func FuzzParseSchedule(f *testing.F) {
 			}
 			last = st.Minute
 			switch st.Kind {
-			case StepRoll:
+			case StepRoll, StepSample:
 				if st.Target.Kind == "" || st.Target.Name == "" || st.Target.Namespace == "" {
-					t.Fatalf("incomplete roll %+v", st)
+					t.Fatalf("incomplete %s %+v", st.Kind, st)
 				}
 			case StepShrink:
 				if st.Seconds < 1 || st.Target.Name == "" {
@@ -124,6 +150,13 @@ func FuzzParseSchedule(f *testing.F) {
 			case StepNewSA:
 				if st.Node == "" {
 					t.Fatalf("incomplete new-serviceaccount %+v", st)
+				}
+			case StepOutage:
+				if st.Target.Kind != KindDaemonSet || st.Target.Name == "" || st.Victim.Namespace == "" {
+					t.Fatalf("incomplete daemon-outage %+v", st)
+				}
+				if _, err := labels.Parse(st.Victim.Selector); err != nil || st.Victim.Selector == "" {
+					t.Fatalf("daemon-outage with selector %q: %v", st.Victim.Selector, err)
 				}
 			default:
 				t.Fatalf("unknown kind %+v", st)

@@ -38,7 +38,9 @@ var (
 )
 
 // deployment is a Deployment that can roll without dropping traffic,
-// settled with every replica available.
+// settled with every replica available, and a mesh workload as the bash
+// harness's own are made: managed by the mesh, under its own account, a
+// preStop sleep of 15 s within the default 30 s grace.
 func deployment(ns, name string, n int32) *appsv1.Deployment {
 	zero := intstr.FromInt32(0)
 	one := intstr.FromInt32(1)
@@ -53,8 +55,8 @@ func deployment(ns, name string, n int32) *appsv1.Deployment {
 			},
 			MinReadySeconds: 10,
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name, "aether.io/managed": "true"}},
+				Spec: corev1.PodSpec{ServiceAccountName: name, Containers: []corev1.Container{{
 					Name:  "app",
 					Image: "fixture",
 					Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
@@ -114,6 +116,14 @@ func soakCluster() []runtime.Object {
 	for i := 1; i <= 5; i++ {
 		objs = append(objs, deployment("aether-test", fmt.Sprintf("svc-%d", i), 3))
 	}
+	// The victims of the reference schedule's daemon-outage steps.
+	for _, app := range []string{"uds-echo", "uds-cr-echo"} {
+		objs = append(objs, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "aether-test", Name: app + "-standby", Labels: map[string]string{"app": app}},
+			Spec:       corev1.PodSpec{NodeName: "soak-worker"},
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		})
+	}
 	return objs
 }
 
@@ -124,12 +134,70 @@ type sim struct {
 	*fake.Clientset
 	stuck  map[string]bool // ns/name
 	denied map[string]bool // "verb resource[/sub] ns/name"
+	// newsaLog is the log of a new-serviceaccount step's pod, given the
+	// pod; nil: a clean tally of every target on the pod's node.
+	newsaLog func(pod *corev1.Pod) string
+}
+
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// cleanTally is the client's final line when every request was a 2xx.
+func cleanTally(pod *corev1.Pod) string {
+	return fmt.Sprintf("SORTIE_NEWSA_FINAL step=%s node=%s svc-1:ok=240,non2xx=0,connerr=0,codes=- svc-3:ok=240,non2xx=0,connerr=0,codes=-\n",
+		pod.Labels[newSALabel], pod.Spec.NodeName)
 }
 
 func newSim(objs ...runtime.Object) *sim {
 	s := &sim{Clientset: fake.NewClientset(objs...), stuck: map[string]bool{}, denied: map[string]bool{}}
 	tr := s.Tracker()
 	upd := metav1.UpdateOptions{FieldManager: "controller"}
+
+	// A new-serviceaccount step's Deployment gets its pod at once, running
+	// on the node it selects; the pod goes with the Deployment.
+	s.PrependReactor("create", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d := a.(k8stesting.CreateAction).GetObject().(*appsv1.Deployment)
+		if !strings.HasPrefix(d.Name, "sa-new-") {
+			return false, nil, nil
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-pod", Labels: d.Spec.Template.Labels},
+			Spec:       *d.Spec.Template.Spec.DeepCopy(),
+			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+		pod.Spec.NodeName = d.Spec.Template.Spec.NodeSelector["kubernetes.io/hostname"]
+		if err := tr.Create(podsGVR, pod, d.Namespace, metav1.CreateOptions{}); err != nil {
+			return true, nil, err
+		}
+		return false, nil, nil
+	})
+	s.PrependReactor("delete", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		name := a.(k8stesting.DeleteAction).GetName()
+		if strings.HasPrefix(name, "sa-new-") {
+			_ = tr.Delete(podsGVR, a.GetNamespace(), name+"-pod")
+		}
+		return false, nil, nil
+	})
+	s.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "log" {
+			return false, nil, nil
+		}
+		// The fake's log action names no pod: a step's pod is the only
+		// one of its kind at a time, so it is the one of the namespace.
+		l, err := tr.List(podsGVR, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		for _, p := range l.(*corev1.PodList).Items {
+			if p.Labels[newSALabel] != "" {
+				text := cleanTally(&p)
+				if s.newsaLog != nil {
+					text = s.newsaLog(&p)
+				}
+				return true, &runtime.Unknown{Raw: []byte(text)}, nil
+			}
+		}
+		return true, nil, fmt.Errorf("no new-serviceaccount pod in %s", a.GetNamespace())
+	})
 
 	s.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
@@ -291,6 +359,11 @@ func (s *sim) leftovers(t *testing.T) []string {
 	return out
 }
 
+// newsaArgs come first in every run: the client's image and targets, which
+// a schedule with a new-serviceaccount step requires.
+var newsaArgs = []string{"--newsa-image", "ghcr.io/sortie-soak/sortie-engine@sha256:" + strings.Repeat("e", 64),
+	"--newsa-targets", "svc-1=http://svc-1.aether-test.mesh:18081/,svc-3=http://svc-3.aether-test.mesh:18081/"}
+
 // run runs the program against client (nil: the program must not ask for
 // one) with a fake clock at launch, which a driver advances 5 s at a time
 // whenever the program waits, and returns stdout and the exit code.
@@ -309,6 +382,7 @@ func run(t *testing.T, ctx context.Context, client kubernetes.Interface, args ..
 	}
 	var stdout, stderr bytes.Buffer
 	done := make(chan error, 1)
+	args = append(append([]string{}, newsaArgs...), args...)
 	go func() { done <- RunEnv(ctx, env, args, &stdout, &stderr) }()
 	err := drive(t, clk, 5*time.Second, done)
 	return stdout.String(), cli.Code(err)

@@ -79,12 +79,20 @@ func TestCLIExitCodes(t *testing.T) {
 		{name: "run live record is the report", args: []string{"run", valid, "-o", tmpReport, "--live-record", tmpReport}, code: 2, errHas: "live record " + tmpReport + " is the report"},
 		{name: "run negative progress", args: []string{"run", valid, "--progress=-1s"}, code: 2, errHas: "--progress must not be negative"},
 		{name: "run bad option", args: []string{"run", valid, "--cancel-wait", "0s"}, code: 2, errHas: "cancel wait must be positive"},
+		{name: "run wait too long", args: []string{"run", valid, "--deadline-grace", "2562047h"}, code: 2, errHas: "deadline grace must be at most 24h"},
 		{name: "run every problem at once", args: []string{"run", "--cancel-wait", "0s", "--progress=-1s"}, code: 2, errHas: "run needs a PLAN\n--progress must not be negative"},
 		{name: "run missing plan", args: []string{"run", filepath.Join(t.TempDir(), "nope.yaml")}, code: 2, errHas: "nope.yaml"},
 		{name: "run invalid plan", args: []string{"run", invalid}, code: 2, errHas: "invalid.yaml:9:5"},
 		{name: "run report not writable", args: []string{"run", valid, "-o", filepath.Join(t.TempDir(), "no", "such", "dir", "r.json")}, code: 2, errHas: "cannot be written"},
 		{name: "run stream not writable", args: []string{"run", valid, "--results-stream", filepath.Join(t.TempDir(), "no", "s.jsonl")}, code: 2, errHas: "results stream"},
+		{name: "run stream is a directory", args: []string{"run", valid, "--results-stream", t.TempDir()}, code: 2, errHas: "is a directory"},
+		{name: "run live record not writable", args: []string{"run", valid, "--live-record", filepath.Join(t.TempDir(), "no", "l.jsonl")}, code: 2, errHas: "live record"},
+		{name: "run report is a device", args: []string{"run", valid, "-o", "/dev/null"}, code: 2, errHas: "/dev/null cannot be written: it is not a regular file"},
+		{name: "run every output at once", args: []string{"run", valid, "-o", "/dev/null", "--results-stream", t.TempDir()}, code: 2, errHas: "report /dev/null cannot be written: it is not a regular file (a device)\nresults stream"},
 		{name: "validate", args: []string{"validate", valid}, code: 0, stdoutHas: "mesh"},
+		{name: "validate warns of no thresholds", args: []string{"validate", valid}, code: 0, stderrHas: "warning: no threshold judges 1 execution(s) (mesh)"},
+		{name: "validate /dev/zero", args: []string{"validate", "/dev/zero"}, code: 2, errHas: "plan /dev/zero is larger than 8 MiB"},
+		{name: "validate userinfo", args: []string{"validate", writeFile(t, "u.yaml", strings.Replace(validPlan, "http://", "http://u:p@", 1))}, code: 2, errHas: "carries user information"},
 		{name: "validate invalid", args: []string{"validate", invalid}, code: 2, errHas: "invalid.yaml:9:5"},
 		{name: "validate help", args: []string{"validate", "--help"}, code: 0, stderrHas: "Usage: sortie validate PLAN"},
 		{name: "validate no plan", args: []string{"validate"}, code: 2, errHas: "one PLAN"},
@@ -137,12 +145,12 @@ func TestParseInterspersed(t *testing.T) {
 		status         string
 		statusInterval time.Duration
 	}{
-		{args: []string{"p.yaml"}, pos: []string{"p.yaml"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
-		{args: []string{"p.yaml", "-o", "r.json", "--json"}, pos: []string{"p.yaml"}, output: "r.json", json: true, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
-		{args: []string{"--output=r.json", "p.yaml", "--results-stream", "s.jsonl", "--progress", "5s"}, pos: []string{"p.yaml"}, output: "r.json", stream: "s.jsonl", progress: 5 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
+		{args: []string{"p.yaml"}, pos: []string{"p.yaml"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: DefaultCancelWait},
+		{args: []string{"p.yaml", "-o", "r.json", "--json"}, pos: []string{"p.yaml"}, output: "r.json", json: true, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: DefaultCancelWait},
+		{args: []string{"--output=r.json", "p.yaml", "--results-stream", "s.jsonl", "--progress", "5s"}, pos: []string{"p.yaml"}, output: "r.json", stream: "s.jsonl", progress: 5 * time.Second, grace: 2 * time.Minute, cwait: DefaultCancelWait},
 		{args: []string{"--deadline-grace", "10s", "--cancel-wait=3s", "p.yaml", "--progress=0"}, pos: []string{"p.yaml"}, grace: 10 * time.Second, cwait: 3 * time.Second},
-		{args: []string{"a", "b"}, pos: []string{"a", "b"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second},
-		{args: []string{"--status", "lines", "p.yaml", "--status-interval=3s"}, pos: []string{"p.yaml"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: 30 * time.Second,
+		{args: []string{"a", "b"}, pos: []string{"a", "b"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: DefaultCancelWait},
+		{args: []string{"--status", "lines", "p.yaml", "--status-interval=3s"}, pos: []string{"p.yaml"}, progress: 30 * time.Second, grace: 2 * time.Minute, cwait: DefaultCancelWait,
 			status: "lines", statusInterval: 3 * time.Second},
 	} {
 		if tc.status == "" {

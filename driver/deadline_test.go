@@ -131,7 +131,7 @@ func serveScripted(t *testing.T, s *scripted) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := testServer()
 	enginev1.RegisterEngineServer(srv, s)
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)

@@ -7,11 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/sortie-soak/sortie/driver/threshold"
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/internal/cli"
 )
 
 // scenarioRun is one scenario ready to run: its pool resolved, its stages
@@ -106,7 +107,36 @@ type call struct {
 	cancelOnStart bool
 	// missedDeadline is set when the deadline passed without an answer.
 	missedDeadline bool
+
+	// startAt is the stage's shared start time; dns the pool's name, for
+	// a dns pool.
+	startAt time.Time
+	dns     string
+	// A call whose engine was lost while an engine of its node may come
+	// back (rejoin.go): lostErr says why its stream broke; the call stays
+	// pending while the driver looks for the node's engine. seg is the
+	// execution the engine that came back runs, the rest of the schedule
+	// from offset on; on a segment, parent is the call it continues and
+	// addr the address of the engine that came back.
+	lostErr error
+	// first is the Result of an engine that cancelled the execution
+	// itself (it was stopped: a pod deleted, drained) while the schedule
+	// had more to send: what came before the gap, whole.
+	first  *enginev1.Result
+	seg    *call
+	parent *call
+	offset time.Duration
+	addr   string
+	// rejoinAt is the driver's next look for the node's engine, and
+	// rejoinEnd the due time of the schedule's last request, after which
+	// nothing is left to take up; probing is set while a look is out.
+	rejoinAt, rejoinEnd time.Time
+	probing             bool
 }
+
+// waiting says the call's engine was lost and the driver looks for an
+// engine of its node that came back.
+func (c *call) waiting() bool { return c.lostErr != nil && c.seg == nil }
 
 type eventKind int
 
@@ -114,6 +144,9 @@ const (
 	evStarted eventKind = iota
 	evResult
 	evError
+	// evMissed: a look for a lost call's node found no engine that came
+	// back (err says why, when final is set: look no more).
+	evMissed
 )
 
 type event struct {
@@ -122,6 +155,7 @@ type event struct {
 	name   string
 	result *enginev1.Result
 	err    error
+	final  bool
 }
 
 // runner runs the scenarios of one plan.
@@ -140,6 +174,22 @@ type runner struct {
 	progressInterval time.Duration
 	progressEvery    int
 	runID            string
+	// caps are the engines' caps of concurrent executions, by backend, as
+	// their Info said at the start of the run (madeBy); an engine that
+	// did not answer is missing. A stage that starts more on a backend
+	// than its cap is refused before any of it starts (capRefusal).
+	caps map[string]uint32
+	// manifest is the run's manifest, written before each stage's
+	// dispatch; nil for a run without a report (nothing to resume by).
+	manifest *manifestState
+	// resume is what the driver before this one left, when this one
+	// resumes the run; nil for a new run. absent is how long no driver
+	// followed the run: a resumed stage's phases move by it.
+	resume *resumed
+	absent time.Duration
+	// detached is set when a SIGTERM made the driver leave the run to
+	// its engines.
+	detached bool
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -163,8 +213,8 @@ type waitState struct {
 	// taken and cancels are the runner's counts so far.
 	taken, cancels int
 	// unstarted counts the pending calls whose engine has not yet said
-	// Started.
-	unstarted int
+	// Started; probing those whose look for a lost node's engine is out.
+	unstarted, probing int
 }
 
 func (r *runner) client(addr string) (enginev1.EngineClient, error) {
@@ -173,7 +223,7 @@ func (r *runner) client(addr string) (enginev1.EngineClient, error) {
 	if cc, ok := r.conns[addr]; ok {
 		return enginev1.NewEngineClient(cc), nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(r.opts.engineCreds()))
 	if err != nil {
 		return nil, fmt.Errorf("engine %s: %w", addr, err)
 	}
@@ -201,6 +251,14 @@ type stageOutcome struct {
 	refusedBy []*call
 	// interrupted is set when the run was interrupted during the stage.
 	interrupted bool
+	// detached is set when the driver left the stage to its engines.
+	detached bool
+	// resumedAt is when a resuming driver took the stage over; zero for
+	// a stage this driver dispatched.
+	resumedAt time.Time
+	// rejoins counts the goroutines that look for, and follow, an engine
+	// that came back.
+	rejoins sync.WaitGroup
 }
 
 // runStage starts every execution of the stage on every backend with one
@@ -213,24 +271,52 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 	dispatched := o.now()
 	startAt := dispatched.Add(o.StartLead)
 	out := &stageOutcome{dispatched: dispatched, calls: map[*execRun][]*call{}}
+	// A stage the driver before this one dispatched is followed again,
+	// on its own start time and ids.
+	sr, err := r.stageOf(stageName(sc, st))
+	if err != nil {
+		r.log.Error("run manifest", "stage", stageName(sc, st), "err", err)
+	}
+	if sr != nil {
+		out.resumedAt = dispatched
+		dispatched, startAt = sr.dispatched, sr.startAt
+		out.dispatched = dispatched
+	}
 
 	var calls []*call
 	for _, ex := range st.execs {
 		r.lines.running(ex, sc.backends)
 		r.status.start(ex.label, ex.duration, sc.backends)
 		for _, b := range sc.backends {
-			c := &call{ex: ex, backend: b, id: fmt.Sprintf("%s/%s@%s", r.runID, ex.label, b)}
+			c := &call{ex: ex, backend: b, id: fmt.Sprintf("%s/%s@%s", r.runID, ex.label, b), startAt: startAt, dns: sc.dns}
+			if id := sr.id(ex.label, b); id != "" {
+				c.id, c.backendName = id, r.heldName(ex.label, b)
+			}
 			c.deadline = startAt.Add(ex.duration + ex.timeout + o.Drain + o.Grace)
+			if sr != nil {
+				// The time no driver followed the run is not the
+				// engines' fault, as a driver stopped with SIGSTOP
+				// is not: the deadline moves by it.
+				c.deadline = c.deadline.Add(r.absent)
+			}
 			c.cancelAt = c.deadline.Add(o.AnswerWindow)
 			calls = append(calls, c)
 			out.calls[ex] = append(out.calls[ex], c)
 		}
 	}
 
-	// Two events at most per call (Started, then a Result or an error), so
-	// a call's goroutine never blocks on a coordinator that stopped
-	// listening.
-	events := make(chan event, 2*len(calls))
+	// Five events at most per call (Started, then a Result or an error;
+	// after a loss, the Started and the end of the engine that came back,
+	// or evGone), so a call's goroutines never block on a coordinator
+	// that stopped listening.
+	events := make(chan event, 5*len(calls))
+	if sr == nil {
+		// On disk before any engine hears of the stage: a driver that
+		// dies from here on leaves what a resume needs.
+		if err := r.manifest.dispatching(stageName(sc, st), dispatched, startAt, calls); err != nil {
+			r.log.Error("run manifest not written: a driver that dies now cannot resume", "err", err)
+		}
+	}
 	var wg sync.WaitGroup
 	for _, c := range calls {
 		req, ok := c.ex.requests[c.backend]
@@ -245,6 +331,7 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 		c.client = client
 		req = proto.Clone(req).(*enginev1.ExecuteRequest)
 		req.ExecutionId = c.id
+		req.RunId = r.runID
 		req.StartTime = timestamppb.New(startAt)
 		if r.progressInterval > 0 {
 			req.ProgressInterval = durationpb.New(r.progressInterval)
@@ -256,6 +343,10 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if sr != nil {
+				r.attach(c, events)
+				return
+			}
 			r.execute(c, req, events)
 		}()
 	}
@@ -272,6 +363,7 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 	// are cancelled; waiting for them keeps a stage from overlapping the
 	// next one even in its bookkeeping.
 	wg.Wait()
+	out.rejoins.Wait()
 	return out
 }
 
@@ -282,6 +374,12 @@ func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- ev
 		events <- event{c: c, kind: evError, err: err}
 		return
 	}
+	r.follow(c, stream, events)
+}
+
+// follow reads an execution's stream (Execute's or Attach's) and reports
+// its events.
+func (r *runner) follow(c *call, stream grpc.ServerStreamingClient[enginev1.ExecuteEvent], events chan<- event) {
 	progressed := 0
 	for {
 		ev, err := stream.Recv()
@@ -315,7 +413,7 @@ func (r *runner) execute(c *call, req *enginev1.ExecuteRequest, events chan<- ev
 // await is the stage's coordinator loop: it takes events, fires the
 // deadline phases of every pending call, and reacts to a refusal and to an
 // interrupt.
-func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, out *stageOutcome) {
+func (r *runner) await(ctx context.Context, calls []*call, events chan event, out *stageOutcome) {
 	o := r.opts
 	clk := o.clock()
 	done := ctx.Done()
@@ -326,7 +424,7 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 		for {
 			select {
 			case ev := <-events:
-				r.take(ev, o.now(), calls, out)
+				r.take(ev, o.now(), calls, events, out)
 			default:
 				return
 			}
@@ -334,8 +432,12 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 	}
 
 	// The first observation is the dispatch itself, so a driver stopped
-	// between dispatch and its first wait is caught too.
+	// between dispatch and its first wait is caught too; for a resumed
+	// stage, the resume.
 	lastWake := out.dispatched
+	if !out.resumedAt.IsZero() {
+		lastWake = out.resumedAt
+	}
 	var asked time.Duration
 	for pendingCount(calls) > 0 {
 		if o.Pause != nil {
@@ -358,7 +460,7 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 			r.log.Warn("the driver did not run for a while; deadlines moved", "late", late.Round(time.Millisecond))
 			shiftPhases(calls, late+o.ClockSlack)
 		}
-		r.firePhases(calls, now)
+		r.firePhases(calls, now, events, out)
 		if pendingCount(calls) == 0 {
 			break
 		}
@@ -373,10 +475,16 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 		case ev := <-events:
 			// An event is an early wake; a wake later than asked, whatever
 			// woke it, is caught at the top of the loop.
-			r.take(ev, o.now(), calls, out)
+			r.take(ev, o.now(), calls, events, out)
 		case <-timer.C():
 		case <-done:
 			done = nil
+			if r.manifest != nil && cli.Signal(ctx) == syscall.SIGTERM {
+				// Detach: the engines run on, the next driver resumes.
+				r.detached, out.detached = true, true
+				timer.Stop()
+				return
+			}
 			r.interrupted = true
 			out.interrupted = true
 			r.cancelAll(calls, cancelInterrupt, o.now(), o.InterruptWait)
@@ -389,10 +497,18 @@ func (r *runner) await(ctx context.Context, calls []*call, events <-chan event, 
 }
 
 // take applies one event of a call's stream, taken at now.
-func (r *runner) take(ev event, now time.Time, calls []*call, out *stageOutcome) {
+func (r *runner) take(ev event, now time.Time, calls []*call, events chan<- event, out *stageOutcome) {
 	c := ev.c
+	if c.parent != nil {
+		r.takeSegment(c.parent, ev, now)
+		return
+	}
 	if c.state != pending {
 		// A call already given up on; its goroutine's last word.
+		return
+	}
+	if ev.kind == evMissed {
+		r.missed(c, ev, now)
 		return
 	}
 	r.taken++
@@ -406,16 +522,28 @@ func (r *runner) take(ev event, now time.Time, calls []*call, out *stageOutcome)
 			r.sendCancel(c)
 		}
 	case evResult:
-		c.state, c.result, c.endedAt = answered, ev.result, now
 		if n := ev.result.GetBackendName(); n != "" {
 			c.backendName = n
 		}
+		if ev.result.GetCancelled() && c.cancelWhy == notCancelled && r.rejoinable(c, now) {
+			// The engine stopped itself with the schedule ahead (a pod
+			// deleted or drained): its node may come back.
+			c.first = ev.result
+			r.waitRejoin(c, errors.New("the engine cancelled the execution before its planned end (it was stopped)"), now, events, out)
+			return
+		}
+		c.state, c.result, c.endedAt = answered, ev.result, now
 	case evError:
 		c.endedAt = now
 		if capRefusal(ev.err) && !c.started {
 			c.state, c.err = refused, ev.err
 			out.refusedBy = append(out.refusedBy, c)
 			r.cancelAll(calls, cancelRefusal, now, r.opts.CancelWait)
+			return
+		}
+		if r.rejoinable(c, now) {
+			// The node may come back: the call waits for it.
+			r.waitRejoin(c, ev.err, now, events, out)
 			return
 		}
 		c.state, c.err = lost, ev.err
@@ -428,9 +556,13 @@ func (r *runner) take(ev event, now time.Time, calls []*call, out *stageOutcome)
 // firePhases does what is due at now for every pending call: a deadline
 // is marked missed; at the end of the answer window the execution is
 // cancelled; at the end of the cancel wait the backend is named silent.
-func (r *runner) firePhases(calls []*call, now time.Time) {
+func (r *runner) firePhases(calls []*call, now time.Time, events chan<- event, out *stageOutcome) {
 	for _, c := range calls {
 		if c.state != pending {
+			continue
+		}
+		if c.waiting() {
+			r.fireRejoin(c, now, events, out)
 			continue
 		}
 		if !now.Before(c.deadline) {
@@ -472,7 +604,14 @@ func nextPhase(calls []*call) time.Time {
 			continue
 		}
 		t := c.cancelAt
-		if c.cancelSent {
+		if c.waiting() {
+			// A look that is out ends with an event; the deadline is
+			// the backstop.
+			t = c.deadline
+			if !c.probing {
+				t = c.rejoinAt
+			}
+		} else if c.cancelSent {
 			t = c.silentAt
 		} else if !c.missedDeadline && c.deadline.Before(t) {
 			t = c.deadline
@@ -500,6 +639,9 @@ func (r *runner) waitState(calls []*call, next time.Time) waitState {
 		if c.state == pending && !c.started {
 			w.unstarted++
 		}
+		if c.state == pending && c.probing {
+			w.probing++
+		}
 	}
 	return w
 }
@@ -509,6 +651,11 @@ func (r *runner) waitState(calls []*call, next time.Time) waitState {
 func (r *runner) cancelAll(calls []*call, why cancelReason, now time.Time, wait time.Duration) {
 	for _, c := range calls {
 		if c.state != pending {
+			continue
+		}
+		if c.waiting() {
+			// Its node's engine was lost and has not come back: lost now.
+			r.giveUp(c, now, nil)
 			continue
 		}
 		if c.cancelSent {
@@ -538,6 +685,10 @@ func (r *runner) cancelAll(calls []*call, why cancelReason, now time.Time, wait 
 func (r *runner) sendCancel(c *call) {
 	c.cancelSent = true
 	c.cancelOnStart = false
+	if c.seg != nil {
+		// The engine that came back runs what is left of it.
+		c = c.seg
+	}
 	if c.client == nil {
 		return
 	}

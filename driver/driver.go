@@ -38,11 +38,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sortie-soak/sortie/driver/plan"
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/internal/runca"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -52,19 +54,38 @@ Commands:
   run PLAN       run the plan against its pools of engines
   validate PLAN  check the plan and print what it would run
   compile PLAN   print the engine requests of every backend (JSON)
-  cat FILE       print FILE on stdout (the saver's reader pod runs this in
-                 the driver image, which holds no shell tools)
+  cat FILE       print FILE, or with --offset N --length M one chunk of it
+                 and its sha256 trailer, on stdout (the saver's reader pod
+                 runs this in the driver image, which holds no shell tools)
 
 Run "sortie <command> --help" for the command's flags.
 
 Exit codes: 0 every execution passed; 1 a threshold failed, an execution
-errored or was not run, or the run was interrupted (SIGINT, SIGTERM);
-2 unusable input: the plan, the flags, or a dns pool that never resolved
-(always before any load).
+errored or was not run, or the run was interrupted (SIGINT, or SIGTERM
+without -o); 2 unusable input: the plan, the flags, or a dns pool that
+never resolved (always before any load); 143 a run with -o detached on
+SIGTERM: its engines run on, and sortie run --resume goes on with it.
+
+Input limits (what is larger or out of range is refused, naming the file
+and the limit, before any load): a plan file is at most 8 MiB and at most
+100000 values once its YAML aliases are expanded; a signal ends a read
+that blocks (a FIFO). Plan numbers are decimal digits (10) or a decimal
+with a zero fraction (10.0); octal 010, hex 0x10, 1_000, +10 and 1e3 are
+refused with the plain number to write. An execution's duration + timeout
+(a staircase's stages + timeout) is at most 876000h.
+
+Plan fields of hostile targets and frozen engines (off unless set):
+request_timeout bounds each response from its request's write
+(benchmark.request_timeout, the connection closed); max_lateness drops a
+request due longer ago than that when its worker gets to it, after a
+freeze, instead of sending the backlog (benchmark.late_dropped). Both are
+outcome classes of the zero-failure set.
 `
 
 const usageRun = `Usage: sortie run PLAN [-o report.json] [--json] [--results-stream FILE] [--progress DUR]
                   [--live-record FILE|-|off] [--status auto|tty|lines|off] [--status-interval DUR]
+                  [--resume]
+       sortie run --cancel RUNDIR
 
 Runs the plan's scenarios in file order, never overlapping; a scenario's
 stages in order; every execution of a stage on every backend of its pool
@@ -76,31 +97,97 @@ Each backend has a deadline of duration + timeout + drain (5s) + the
 deadline grace after the stage's start time. An answer that arrives within
 the answer window after it is taken; then the execution is cancelled on
 that backend and given the cancel wait to answer, after which the backend
-is named silent. A backend whose stream breaks is named lost. A start
+is named silent. A backend whose stream breaks is named lost, unless its
+engine had started under a node name (--backend-name) and an engine of
+that node comes back before the execution's last request is due: every
+second the driver looks again (a dns pool looked up again, a services
+address dialled again), and an engine there of the same name that does
+not hold the execution (a restarted one) is given the rest of the schedule
+(start_offset) on the stage's start time. The node's result then names the
+requests due in between, never sent, in gap_unsent ({from, to, count, why
+"engine restarted", backend}): planned = unsent + the outcome classes +
+the gaps' counts, and the execution fails. stderr says "lost <label> on
+<backend> (<node>) at +<s>s: ...; waiting for an engine of <node> to come
+back" and "rejoined <label> on <backend> (<node>): the engine at <addr>
+takes up the schedule at +<s>s". A start
 refused at an engine's execution cap cancels the whole stage and the
-scenario's later stages are not run. SIGINT or SIGTERM cancels every
-running execution, keeps what comes back, writes the report, and exits 1.
+scenario's later stages are not run; a stage that starts more executions
+than an engine's cap (as its Info says at the start of the run) is refused
+whole before any of it starts. SIGINT cancels every running
+execution, keeps what comes back, writes the report, and exits 1; so does
+SIGTERM for a run without a report (-o). A cancelled engine waits at most
+2s for the requests it has in flight (they are then http_inflight_lost),
+however its target stalls, so the cancel wait (and the wait after SIGINT)
+is 5s by default: that drain and 3s for the answer to come back.
+
+Engines accept only the run's driver: every call goes over mutual TLS
+with the run's client certificate (--client-cert, --client-key) and the
+run's CA (--engine-ca), which soak local and soak run make per run. A run
+without them is refused (exit 2) unless --insecure-plaintext is given, for
+engines started with --insecure-plaintext (local debugging only); a plan
+that carries a target's TLS key (tls.key_file) is refused in plaintext. A
+target outside an engine's --allow-targets is refused by that engine
+(backend error kind rejected).
+
+A run survives its driver. With -o, before its first dispatch the driver
+writes the run manifest next to the report (run.manifest.json: run id,
+plan sha256, the backends as resolved, and per stage the shared start time
+and every execution id), and again before each later stage. The engines
+run an execution to its end whatever became of the driver, and keep its
+result and timeline for their --retention (1h). On SIGTERM (what
+Kubernetes sends on eviction or a drain) such a driver detaches: it stops
+following the run, the engines run on, it writes no report, prints
+"DETACHED run <id>: ..." and exits 143. Started again with the same -o
+(--resume, or by itself when the manifest says the run is unfinished, not
+cancelled, and of the same plan), a driver resumes instead of starting a
+second run: it checks the plan is the one the run began with, uses the backends as they
+were resolved, follows each dispatched execution again on its engine by
+its id (Attach) from where the live record ends, so no bucket is written
+twice, keeps the executions the results stream already holds as they
+are, dispatches the stages not yet dispatched, and writes one report. The
+deadlines of a followed stage move by the time no driver followed it (not
+the engines' fault), so answers the engines kept past their deadline are
+taken, not blamed. That time is named in the report's driver_gaps
+({from, to, why}: "detached (SIGTERM)", or "the driver stopped without
+detaching (killed)", from the last write to the run's files). An
+execution the engine no longer holds is lost. sortie run --cancel RUNDIR
+cancels every execution of the detached run whose manifest is in RUNDIR
+(one line per execution on stdout: CANCELLED or NOT-RUNNING, backend, id),
+and marks it cancelled so that no driver resumes it by itself.
 
 Every result is checked against planned = unsent + the outcome classes; a
 backend whose result breaks it ("accounting: 1349 outcomes for 1350 planned
 on node-b") fails the execution.
 
 -o and --results-stream must name two files (not one file by two names):
-the report is renamed into place and would replace the stream. Both are
-checked before the plan is read.
+the report is renamed into place and would replace the stream. The report,
+the results stream and the live record must each be a regular file or not
+exist yet, in a directory where a file can be created. All are checked
+before the plan is read, so a path that cannot be written is refused
+before any pool is resolved or engine dialled.
+
+A plan without thresholds is warned of on stderr: an execution that no
+threshold judges passes unless an engine fails it, and fails when none of
+its requests got a 2xx. A failed write to the results stream (a full disk)
+is undone: the stream keeps ending in a whole line.
 
 The live record (--live-record FILE; by default, with --results-stream S,
 S with its extension replaced by .live.jsonl; - or off for none) is on
 disk within seconds of what it says: the engines report every second
 while it is written, and what they sent is appended with one write and
 one sync at most four times a second. Its first line of a run is {"type":"head",
-"made_by":{...},"run_id":...}; then one {"type":"bucket",...} line per
-final timeline bucket of each execution on each backend (label, backend,
-backend_name, index, start, offset_ms, width_ms, counters, unsent,
-latency {count,p50,p99,max} in ns, samples_dropped) and one
-{"type":"sample",...} line per failure sample (label, backend, bucket,
-due, outcome, latency_ns, class, reason, phase, status, remote,
-conn_age_ms, conn_requests), in the order they come. It is append-only
+"made_by":{...},"run_id":...,"form":2}; then, in the compact form, a
+{"type":"series",...} line the first time an execution on a backend
+appears (its id, label, backend, backend_name, start to the ns,
+width_ns), a {"type":"names",...} line the first time a counter name
+appears (ids from "first"), one ["b",series,index,[name,count,...],
+[p50,p99,max](,unsent,samples_dropped,latency count)] line per final
+timeline bucket, and one ["s",series,due_ns,outcome_ns,class,reason,
+phase,status,remote,conn_age_ms,conn_requests(,bucket,latency_ns)] line
+per failure sample, in the order they come: some 50 bytes a clean
+bucket. go doc ./record describes both forms; every reader of this
+project reads both (records of the first form, one whole JSON object per
+bucket, some 300 bytes each, still read as before). It is append-only
 and torn-line safe like the results stream; the report names it
 (live_record). A backend lost or silent keeps what its buckets had
 counted: a result with "partial": true and "counted_until" (the end of
@@ -115,14 +202,15 @@ stderr lines (stdout carries only the summary or the JSON report):
   progress <label> <backend> <elapsed> 2xx=N [<class>=N ...] [mean=<d> max=<d>]
       every --progress, per execution and backend; non-zero outcome classes
       (1xx 3xx 4xx 5xx stream_resets pool_connection_failure
-      pool_failure_timeout pool_overflow inflight_lost)
+      pool_failure_timeout pool_overflow inflight_lost request_timeout
+      late_dropped)
   status <label> sent=N answered=N 2xx=N failures=<class>=N,...|none backends=R/B elapsed=<d>/<planned>
       the live status of a running target, summed over its backends:
       sent counts the requests with an outcome (a request in flight is
       counted when it ends), answered those with an HTTP response (1xx to
       5xx), failures the non-zero classes of the zero-failure set (4xx 5xx
       stream_resets pool_connection_failure pool_failure_timeout
-      pool_overflow inflight_lost), backends those of B that reported,
+      pool_overflow inflight_lost request_timeout late_dropped), backends those of B that reported,
       elapsed the furthest backend's time since the start (whole seconds)
       against the planned duration. The engines report every second while
       a status is shown (--progress lines still come every --progress).
@@ -149,8 +237,9 @@ call, asked once before any load ("unknown": true, with why, for an engine
 that does not answer; the run goes on). Per execution:
   failures[]         one {"backend", "counters"} object per backend with a
                      non-zero failure class (4xx, 5xx, resets, connection
-                     failures and timeouts, overflow, in-flight losses, and
-                     their detail counters), holding those counters: the
+                     failures and timeouts, overflow, in-flight losses,
+                     request timeouts, requests dropped late, connection
+                     protocol errors, and their detail counters), holding those counters: the
                      shape the sortie + Nighthawk stack writes
   failure_reasons[]  every reason it failed, in words: what the FAIL line
                      prints, including backends that sent no result
@@ -162,7 +251,9 @@ Exit codes: 0 every execution passed; 1 a threshold failed, a backend
 failed (lost, silent, stalled, refused, a result that breaks the
 accounting), an execution was not run, or the run was interrupted; 2 the
 plan or the flags are unusable (-o and --results-stream one file, -o a
-directory), or a dns pool never resolved (before any load).
+directory, a plan other than the resumed run's), or a dns pool never
+resolved (before any load); 143 the driver detached on SIGTERM (the run
+goes on; resume it).
 `
 
 const usagePlanOnly = `Usage: sortie %s PLAN
@@ -170,6 +261,10 @@ const usagePlanOnly = `Usage: sortie %s PLAN
 %s
 
 A dns pool is not resolved: its host:port stands in as the only backend.
+What run would refuse after its load started is refused here too: a
+target URL with user information, an execution whose duration + timeout
+is over 876000h. A plan file is at most 8 MiB. A plan without thresholds
+is warned of on stderr.
 
 Exit codes: 0 the plan is valid; 2 it is not (every problem is printed with
 its file:line:col).
@@ -191,16 +286,16 @@ func RunOptions(ctx context.Context, o Options, args []string, stdout, stderr io
 	case "run":
 		return runCommand(ctx, o, args[1:], stdout, stderr)
 	case "validate":
-		return planCommand("validate", args[1:], stdout, stderr, func(c *plan.Compiled) error {
+		return planCommand(ctx, "validate", args[1:], stdout, stderr, func(c *plan.Compiled) error {
 			c.Describe(stdout)
 			return nil
 		})
 	case "compile":
-		return planCommand("compile", args[1:], stdout, stderr, func(c *plan.Compiled) error {
+		return planCommand(ctx, "compile", args[1:], stdout, stderr, func(c *plan.Compiled) error {
 			return c.WriteRequests(stdout)
 		})
 	case "cat":
-		return catCommand(args[1:], stdout)
+		return catCommand(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		io.WriteString(stderr, usageTop)
 		return nil
@@ -219,6 +314,11 @@ type runFlags struct {
 	status         string
 	statusInterval time.Duration
 	plan           string
+	resume         bool
+	cancel         string
+	// The engines' mTLS files, or plaintext.
+	clientCert, clientKey, engineCA string
+	insecurePlaintext               bool
 }
 
 func newRunFlagSet(o *Options, f *runFlags, stderr io.Writer) *flag.FlagSet {
@@ -228,13 +328,19 @@ func newRunFlagSet(o *Options, f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.output, "output", "", "same as -o `FILE`")
 	fs.BoolVar(&f.json, "json", false, "print the JSON report on stdout instead of the text summary")
 	fs.StringVar(&f.stream, "results-stream", "", "append each finished execution to `FILE` as one JSON line, synced")
-	fs.StringVar(&f.live, "live-record", "", "append every timeline bucket and failure sample the engines send to `FILE` as JSON lines, synced as they come (default: the results stream's name with its extension replaced by .live.jsonl; - or off: none)")
+	fs.StringVar(&f.live, "live-record", "", "append every timeline bucket and failure sample the engines send to `FILE` as lines of the live record's compact form, synced as they come (default: the results stream's name with its extension replaced by .live.jsonl; - or off: none)")
 	fs.DurationVar(&f.progress, "progress", 30*time.Second, "print a progress line per execution and backend every `DUR` (0: never)")
 	fs.StringVar(&f.status, "status", "auto", "show a live status per target as `MODE`: tty (a block redrawn at the foot of the terminal), lines (status lines), off, or auto (tty when stderr is a terminal, else lines)")
 	fs.DurationVar(&f.statusInterval, "status-interval", 10*time.Second, "with --status lines, print each running target's status line every `DUR`")
+	fs.BoolVar(&f.resume, "resume", false, "go on with the run whose manifest is next to the report (-o): follow its dispatched executions again on their engines, then run the rest (automatic when that run is unfinished)")
+	fs.StringVar(&f.cancel, "cancel", "", "cancel the executions of the detached run whose manifest is in `RUNDIR` (the report's directory), and exit; no PLAN")
 	fs.DurationVar(&o.Grace, "deadline-grace", o.Grace, "slack on top of duration + timeout + drain before a backend's deadline")
 	fs.DurationVar(&o.AnswerWindow, "answer-window", o.AnswerWindow, "how long after its deadline a backend's answer is still awaited before the execution is cancelled on it")
 	fs.DurationVar(&o.CancelWait, "cancel-wait", o.CancelWait, "how long a cancelled execution may take to answer before its backend is named silent")
+	fs.StringVar(&f.clientCert, "client-cert", "", "the driver's client certificate `FILE` (PEM) for the engines' mTLS (the run's driver.crt)")
+	fs.StringVar(&f.clientKey, "client-key", "", "the driver's private key `FILE` (PEM) (the run's driver.key)")
+	fs.StringVar(&f.engineCA, "engine-ca", "", "the run's CA `FILE` (PEM) that signed the engines' certificates (the run's ca.crt)")
+	fs.BoolVar(&f.insecurePlaintext, "insecure-plaintext", false, "speak plaintext to engines started with --insecure-plaintext (local debugging only)")
 	fs.Usage = func() {
 		var b strings.Builder
 		fs.SetOutput(&b)
@@ -272,23 +378,36 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 	if err != nil {
 		return cli.Usage(err)
 	}
+	if err := f.engineTLS(&o); err != nil {
+		return cli.Usage(err)
+	}
+	if f.cancel != "" {
+		if len(pos) > 0 || f.resume {
+			return cli.Usage(errors.New("--cancel RUNDIR takes no PLAN and no --resume"))
+		}
+		return cancelRun(ctx, o, f.cancel, stdout)
+	}
 	terminal, width := terminalOf(stderr)
 	mode, err := f.check(o, pos, terminal)
 	if err != nil {
 		return cli.Usage(err)
 	}
-	planData, compiled, err := loadPlan(ctx, o, f.plan)
+	// f.check found out a report, stream or live record that cannot be
+	// written (checkOutputs), before a pool is resolved or an engine
+	// dialled, not after hours of load.
+	prior, note, err := f.priorRun()
+	if err != nil {
+		return cli.Usage(err)
+	}
+	var backends map[string][]string
+	if prior != nil {
+		backends = prior.Backends
+	}
+	planData, compiled, backends, err := loadPlan(ctx, o, f.plan, backends)
 	if err != nil {
 		return err
 	}
-
-	// A report that cannot be written is found out now, not after hours
-	// of load.
-	if f.output != "" {
-		if err := checkWritable(f.output); err != nil {
-			return cli.Usage(err)
-		}
-	}
+	warnUnjudged(stderr, compiled)
 	var stream *record.StreamWriter
 	if f.stream != "" {
 		if stream, err = record.OpenStream(f.stream); err != nil {
@@ -299,7 +418,13 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 
 	lines := &lineWriter{w: stderr}
 	r := &runner{opts: o, log: o.logger(lines), lines: lines, runID: newRunID()}
+	if note != "" {
+		r.log.Warn(note)
+	}
 	livePath := liveRecordPath(f.live, f.stream)
+	if err := r.takeManifest(&f, prior, planData, backends, livePath); err != nil {
+		return cli.Usage(err)
+	}
 	// The live record needs the engines' buckets within seconds: they
 	// come with Progress events, so the engines report every status tick
 	// as they do for a live status.
@@ -314,7 +439,11 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 	scenarios := fromCompiled(compiled)
 	madeBy := r.madeBy(ctx, f.plan, planData, scenarios)
 	if livePath != "" {
-		if r.live, err = openLive(livePath, record.HeadLine{MadeBy: madeBy, RunID: r.runID}, r.log); err != nil {
+		head := &record.HeadLine{MadeBy: madeBy, RunID: r.runID}
+		if r.resume != nil && r.resume.sawHead {
+			head = nil // the run goes on under its own head line
+		}
+		if r.live, err = openLive(livePath, head, r.log); err != nil {
 			return cli.Usage(err)
 		}
 	}
@@ -324,14 +453,30 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 	if err := r.live.close(); err != nil {
 		r.log.Error("live record", "err", err)
 	}
+	if r.detached {
+		return r.detach()
+	}
+	return r.report(&f, rep, runErr, madeBy, livePath, stdout)
+}
+
+// report writes the report and the summary of a run that ended, marks
+// its manifest finished, and returns the run's exit.
+func (r *runner) report(f *runFlags, rep *record.Report, runErr error, madeBy *record.MadeBy, livePath string, stdout io.Writer) error {
 	rep.MadeBy = madeBy
 	if livePath != "" {
 		rep.LiveRecord = livePath
 	}
-
+	if r.manifest != nil {
+		rep.DriverGaps = r.manifest.m.DriverGaps
+	}
 	errs := []error{runErr}
 	if f.output != "" {
-		errs = append(errs, record.WriteReport(f.output, rep))
+		err := record.WriteReport(f.output, rep)
+		errs = append(errs, err)
+		if err == nil && r.manifest != nil {
+			r.manifest.m.Finished = true
+			errs = append(errs, r.manifest.write())
+		}
 	}
 	if f.json {
 		b, err := record.Marshal(rep)
@@ -352,6 +497,135 @@ func runCommand(ctx context.Context, o Options, args []string, stdout, stderr io
 		return cli.Silent(cli.ExitFail)
 	}
 	return nil
+}
+
+// detach ends a driver that left its run to the engines on SIGTERM: the
+// manifest says when, and no report is written; the next driver resumes.
+func (r *runner) detach() error {
+	r.manifest.m.DetachedAt = r.opts.now().UTC().Format(record.TimeFormat)
+	if err := r.manifest.write(); err != nil {
+		return cli.Fail(fmt.Errorf("detach: %w", err))
+	}
+	r.lines.printf("DETACHED run %s: the engines run on; go on with sortie run --resume (or cancel with sortie run --cancel %s)",
+		r.runID, filepath.Dir(r.manifest.path))
+	// 143, the shell's code for SIGTERM: a Job's pod failure policy tells
+	// a detach (start the driver again: it resumes) from a run's end.
+	return &cli.ExitError{Code: cli.ExitTerminated, Err: errors.New("detached on SIGTERM: the run goes on in its engines until a driver resumes it")}
+}
+
+// priorRun reads the manifest next to the report, if there is one, and
+// says whether this driver resumes its run: with --resume, or when the
+// run is unfinished, not cancelled, and of this very plan (a report
+// directory kept from an abandoned run of another plan starts a new run,
+// said in note). nil means a new run.
+func (f *runFlags) priorRun() (m *record.Manifest, note string, err error) {
+	if f.output == "" {
+		if f.resume {
+			return nil, "", errors.New("--resume needs the report (-o) the run was started with: its manifest is next to it")
+		}
+		return nil, "", nil
+	}
+	path := record.ManifestPath(f.output)
+	m, err = record.ReadManifestFile(path)
+	switch {
+	case errors.Is(err, record.ErrNoManifest):
+		if f.resume {
+			return nil, "", fmt.Errorf("--resume: %w", err)
+		}
+		return nil, "", nil
+	case err != nil:
+		return nil, "", err
+	case f.resume:
+		return m, "", nil
+	case m.Finished || m.Cancelled:
+		return nil, "", nil
+	}
+	// The plan is read again by loadPlan; here only its digest counts.
+	if data, err := os.ReadFile(f.plan); err == nil && record.PlanOf(f.plan, data).SHA256 != m.PlanSHA256 {
+		return nil, fmt.Sprintf("the unfinished run %s in %s is of another plan; a new run starts (sortie run --resume would refuse)", m.RunID, path), nil
+	}
+	return m, "", nil
+}
+
+// takeManifest starts the run's manifest, or takes over the prior run's:
+// its id, its driver gap closed now, and what its files hold.
+func (r *runner) takeManifest(f *runFlags, prior *record.Manifest, planData []byte, backends map[string][]string, livePath string) error {
+	if f.output == "" {
+		return nil
+	}
+	path := record.ManifestPath(f.output)
+	digest := record.PlanOf(f.plan, planData).SHA256
+	if prior == nil {
+		r.manifest = &manifestState{path: path, m: &record.Manifest{RunID: r.runID, Plan: f.plan, PlanSHA256: digest,
+			Report: f.output, ResultsStream: f.stream, LiveRecord: livePath, Backends: backends, Stages: []record.ManifestStage{}}}
+		return r.manifest.write()
+	}
+	if prior.PlanSHA256 != digest {
+		return fmt.Errorf("resume run %s: plan %s is not the plan the run began with (sha256 %s, now %s)", prior.RunID, f.plan, prior.PlanSHA256, digest)
+	}
+	rs, err := loadResumed(prior, f.stream, livePath)
+	if err != nil {
+		return fmt.Errorf("resume run %s: %w", prior.RunID, err)
+	}
+	now := r.opts.now()
+	gap := gapOf(prior, path, []string{livePath, f.stream}, now)
+	if from, err := record.ParseTime(gap.From); err == nil && now.After(from) {
+		r.absent = now.Sub(from)
+	}
+	prior.DriverGaps = append(prior.DriverGaps, gap)
+	prior.DetachedAt, prior.Finished = "", false
+	r.runID, r.resume = prior.RunID, rs
+	r.manifest = &manifestState{path: path, m: prior}
+	r.log.Warn("resuming the run", "run_id", prior.RunID, "stages_dispatched", len(prior.Stages),
+		"executions_done", len(rs.done), "gap_from", gap.From, "gap_to", gap.To, "why", gap.Why)
+	return r.manifest.write()
+}
+
+// engineTLS fills o's engine credentials from the flags: the run's mTLS
+// files, or --insecure-plaintext; a run without either is refused before
+// anything is dialled (an engine serves mTLS unless told otherwise).
+func (f *runFlags) engineTLS(o *Options) error {
+	files := 0
+	for _, p := range []string{f.clientCert, f.clientKey, f.engineCA} {
+		if p != "" {
+			files++
+		}
+	}
+	switch {
+	case f.insecurePlaintext && files > 0:
+		return errors.New("--insecure-plaintext with --client-cert, --client-key or --engine-ca: give one or the other")
+	case f.insecurePlaintext:
+		o.InsecurePlaintext, o.EngineTLS = true, nil
+		return nil
+	case files > 0 && files < 3:
+		return errors.New("--client-cert, --client-key and --engine-ca go together: give all three")
+	case files == 3:
+		c, err := runca.ClientConfig(f.clientCert, f.clientKey, f.engineCA)
+		if err != nil {
+			return fmt.Errorf("engine mTLS: %w", err)
+		}
+		o.EngineTLS = c
+		return nil
+	case o.EngineTLS == nil && !o.InsecurePlaintext:
+		return errors.New("no --client-cert, --client-key and --engine-ca: engines accept only the run's client certificate (the files the kickoff writes per run); give them, or --insecure-plaintext for engines started with --insecure-plaintext")
+	}
+	return nil
+}
+
+// keysInPlaintext refuses, before any dial, a run in plaintext whose plan
+// carries a target's TLS private key: that key travels to the engines
+// only inside the run's mTLS.
+func keysInPlaintext(o Options, c *plan.Compiled) error {
+	if o.EngineTLS != nil {
+		return nil
+	}
+	var errs []error
+	for _, sc := range c.Scenarios {
+		if sc.Spec != nil && sc.Spec.TLS != nil && len(sc.Spec.TLS.KeyPEM) > 0 {
+			errs = append(errs, fmt.Errorf("scenario %q carries a TLS client key (tls.key_file): a target's key travels to the engines only over their mTLS, never with --insecure-plaintext", sc.Name))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // check takes the positional arguments and returns every problem of the
@@ -379,7 +653,7 @@ func (f *runFlags) check(o Options, pos []string, terminal bool) (statusMode, er
 	if err := o.Validate(); err != nil {
 		problems = append(problems, err)
 	}
-	if err := checkOutputs(f.output, f.stream); err != nil {
+	if err := checkOutputs(f.output, f.stream, liveRecordPath(f.live, f.stream)); err != nil {
 		problems = append(problems, err)
 	}
 	if live := liveRecordPath(f.live, f.stream); live != "" {
@@ -395,32 +669,41 @@ func (f *runFlags) check(o Options, pos []string, terminal bool) (statusMode, er
 // loadPlan reads, validates and compiles the plan, resolving its pools;
 // its error carries the exit code. The plan's bytes as read are kept for
 // the record (made_by), so the file is read once, here.
-func loadPlan(ctx context.Context, o Options, path string) ([]byte, *plan.Compiled, error) {
-	data, err := os.ReadFile(path)
+//
+// backends, when not nil, are the pools as a resumed run resolved them:
+// a run resolves its pools once.
+func loadPlan(ctx context.Context, o Options, path string, backends map[string][]string) ([]byte, *plan.Compiled, map[string][]string, error) {
+	data, err := plan.Read(ctx, path)
 	if err != nil {
-		return nil, nil, cli.Usage(fmt.Errorf("read plan %s: %w", path, err))
+		return nil, nil, nil, readError(ctx, err)
 	}
 	p, err := plan.Parse(path, data)
 	if err != nil {
-		return nil, nil, cli.Usage(err)
+		return nil, nil, nil, cli.Usage(err)
 	}
 	// Every rule that does not need the pools' addresses is checked
 	// before a dns pool is waited for.
-	if _, err := p.Compile(p.Placeholders()); err != nil {
-		return nil, nil, cli.Usage(err)
+	placeholder, err := p.Compile(p.Placeholders())
+	if err == nil {
+		err = keysInPlaintext(o, placeholder)
 	}
-	backends, err := resolvePools(ctx, o, p)
+	if err != nil {
+		return nil, nil, nil, cli.Usage(err)
+	}
+	if backends == nil {
+		backends, err = resolvePools(ctx, o, p)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, cli.Fail(fmt.Errorf("interrupted before any load: %w", err))
+			return nil, nil, nil, cli.Fail(fmt.Errorf("interrupted before any load: %w", err))
 		}
-		return nil, nil, cli.Usage(err)
+		return nil, nil, nil, cli.Usage(err)
 	}
 	compiled, err := p.Compile(backends)
 	if err != nil {
-		return nil, nil, cli.Usage(err)
+		return nil, nil, nil, cli.Usage(err)
 	}
-	return data, compiled, nil
+	return data, compiled, backends, nil
 }
 
 // run runs every scenario and returns the report. Its error is only for a
@@ -443,6 +726,21 @@ func (r *runner) run(ctx context.Context, scenarios []*scenarioRun, stream *reco
 	for _, sc := range scenarios {
 		skip := ""
 		for _, st := range sc.stages {
+			if ctx.Err() != nil && r.manifest != nil && cli.Signal(ctx) == syscall.SIGTERM {
+				r.detached = true
+			}
+			if r.detached {
+				return rep, streamErr
+			}
+			if r.resume.finished(st) {
+				// The driver before this one finished it: as it wrote it.
+				for _, ex := range st.execs {
+					e := r.resume.done[ex.label]
+					rep.Executions = append(rep.Executions, e)
+					r.lines.finished(e)
+				}
+				continue
+			}
 			if ctx.Err() != nil || r.interrupted {
 				r.interrupted = true
 				skip = "the run was interrupted (SIGINT or SIGTERM) before this execution started"
@@ -453,7 +751,17 @@ func (r *runner) run(ctx context.Context, scenarios []*scenarioRun, stream *reco
 				}
 				continue
 			}
+			if rf := r.capRefusal(sc, st); rf != nil {
+				for _, ex := range st.execs {
+					finish(refusedEarly(sc, ex, rf))
+				}
+				skip = rf.notRunAfter(stageName(sc, st))
+				continue
+			}
 			out := r.runStage(ctx, sc, st)
+			if out.detached {
+				return rep, streamErr
+			}
 			var rf *refusal
 			if len(out.refusedBy) > 0 {
 				c := out.refusedBy[0]
@@ -464,6 +772,11 @@ func (r *runner) run(ctx context.Context, scenarios []*scenarioRun, stream *reco
 				skip = rf.notRunAfter(stageName(sc, st))
 			}
 			for _, ex := range st.execs {
+				if e, ok := r.resume.doneExecution(ex.label); ok {
+					// In the stream already: not twice.
+					rep.Executions = append(rep.Executions, e)
+					continue
+				}
 				finish(r.verdict(sc, ex, out, rf))
 			}
 		}
@@ -487,18 +800,6 @@ func stageName(sc *scenarioRun, st *stageRun) string {
 	return sc.name + "/" + st.name
 }
 
-// checkWritable checks that a report can be created next to path: the
-// report is written there through a temporary file and a rename.
-func checkWritable(path string) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check-*")
-	if err != nil {
-		return fmt.Errorf("report %s cannot be written: %w", path, err)
-	}
-	f.Close()
-	os.Remove(f.Name())
-	return nil
-}
-
 // newRunID makes the prefix of this run's execution ids, unique enough
 // that two drivers sharing an engine never collide.
 func newRunID() string {
@@ -507,9 +808,27 @@ func newRunID() string {
 	return time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
 }
 
+// warnUnjudged says on stderr which executions no threshold judges, if
+// any: they pass unless an engine fails them or none of their requests
+// gets a 2xx, which is easy to miss in a plan without thresholds.
+func warnUnjudged(stderr io.Writer, c *plan.Compiled) {
+	if u := c.Unjudged(); len(u) > 0 {
+		fmt.Fprintf(stderr, "sortie: warning: no threshold judges %d execution(s) (%s): each passes unless an engine fails it or none of its requests gets a 2xx; add thresholds such as \"counter:benchmark.http_5xx == 0\"\n", len(u), record.ListSome(u))
+	}
+}
+
+// readError maps an error reading the plan to its exit code: a read the
+// context ended is a cancelled run (exit 1), anything else unusable input.
+func readError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return cli.Fail(err)
+	}
+	return cli.Usage(err)
+}
+
 // planCommand loads and compiles a plan with placeholder backends and
 // hands it to print.
-func planCommand(name string, args []string, stdout, stderr io.Writer, print func(*plan.Compiled) error) error {
+func planCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer, print func(*plan.Compiled) error) error {
 	fs := flag.NewFlagSet("sortie "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	what := "Checks the plan and prints, per scenario and stage, the executions it\nwould run: rates, durations, targets, thresholds and backends."
@@ -528,14 +847,15 @@ func planCommand(name string, args []string, stdout, stderr io.Writer, print fun
 		fs.Usage()
 		return cli.Usage(fmt.Errorf("%s takes one PLAN, not %d arguments", name, len(pos)))
 	}
-	p, err := plan.Load(pos[0])
+	p, err := plan.LoadContext(ctx, pos[0])
 	if err != nil {
-		return cli.Usage(err)
+		return readError(ctx, err)
 	}
 	c, err := p.Compile(p.Placeholders())
 	if err != nil {
 		return cli.Usage(err)
 	}
+	warnUnjudged(stderr, c)
 	if err := print(c); err != nil {
 		return cli.Fail(err)
 	}

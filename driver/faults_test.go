@@ -190,7 +190,7 @@ func TestIntegrationDriverKilled(t *testing.T) {
 	planPath := writePlan(t, stepsPlan, planData{Backends: []string{a}, URL: tg.URL})
 	dir := t.TempDir()
 	stream := filepath.Join(dir, "stream.jsonl")
-	p := start(t, nil, binary(t, "sortie"), "run", planPath, "--results-stream", stream, "-o", filepath.Join(dir, "report.json"))
+	p := start(t, nil, binary(t, "sortie"), runArgs(planPath, "--results-stream", stream, "-o", filepath.Join(dir, "report.json"))...)
 	p.waitLine(t, "PASS steps/b/stage-2", 30*time.Second)
 	p.signal(t, syscall.SIGKILL)
 	p.wait(t, 10*time.Second)
@@ -257,7 +257,7 @@ func TestIntegrationDriverSignal(t *testing.T) {
 	planPath := writePlan(t, interruptPlan, planData{Backends: []string{a}, URL: tg.URL})
 	dir := t.TempDir()
 	out := filepath.Join(dir, "report.json")
-	p := start(t, nil, binary(t, "sortie"), "run", planPath, "-o", out, "--results-stream", filepath.Join(dir, "s.jsonl"))
+	p := start(t, nil, binary(t, "sortie"), runArgs(planPath, "-o", out, "--results-stream", filepath.Join(dir, "s.jsonl"))...)
 	p.waitLine(t, "running long/two", 30*time.Second)
 	waitServed(t, tg, 5, 20*time.Second)
 	p.signal(t, syscall.SIGINT)
@@ -295,8 +295,8 @@ func TestIntegrationDriverStopped(t *testing.T) {
 	planPath := writePlan(t, frozenDriverPlan, planData{Backends: []string{a, b}, URL: tg.URL})
 	dir := t.TempDir()
 	out := filepath.Join(dir, "report.json")
-	p := start(t, nil, binary(t, "sortie"), "run", planPath, "-o", out, "--progress", "0",
-		"--deadline-grace", "500ms", "--answer-window", "500ms", "--cancel-wait", "500ms")
+	p := start(t, nil, binary(t, "sortie"), runArgs(planPath, "-o", out, "--progress", "0",
+		"--deadline-grace", "500ms", "--answer-window", "500ms", "--cancel-wait", "500ms")...)
 	// Stopped once the engines have the execution.
 	waitServed(t, tg, 1, 30*time.Second)
 	p.signal(t, syscall.SIGSTOP)

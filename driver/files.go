@@ -1,27 +1,70 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
 
-// checkOutputs refuses a report path that could not take the report at the
-// end of the run: a directory, or the results stream itself by any name
-// (the same path, a symlink, a hard link, a symlinked directory). The
-// report is renamed into place, so over the stream it would destroy every
-// line the run appended. Nothing is created or changed.
-func checkOutputs(report, stream string) error {
-	if report == "" {
-		return nil
+// checkOutputs refuses output paths that could not take what the run
+// writes there, before any load: a report path that is a directory or
+// the results stream itself by any name (the same path, a symlink, a hard
+// link, a symlinked directory; the report is renamed into place, so over
+// the stream it would destroy every line the run appended), and a report,
+// stream or live record path that is not a regular file or lies in a
+// directory where no file can be created. Nothing is left behind.
+func checkOutputs(report, stream, live string) error {
+	var errs []error
+	for _, out := range []struct{ what, path string }{{"report", report}, {"results stream", stream}, {"live record", live}} {
+		if out.path == "" {
+			continue
+		}
+		if err := checkWritable(out.path); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s cannot be written: %w", out.what, out.path, err))
+		}
 	}
-	if st, err := os.Stat(report); err == nil && st.IsDir() {
-		return fmt.Errorf("report %s is a directory: -o names the file to write", report)
+	if len(errs) > 0 || report == "" {
+		return errors.Join(errs...)
 	}
 	if stream != "" && sameFile(report, stream) {
 		return fmt.Errorf("report %s is the results stream %s: writing the report would replace the stream; give them two files", report, stream)
 	}
 	return nil
+}
+
+// checkWritable checks that path is a regular file or absent, and that a
+// file can be created beside it.
+func checkWritable(path string) error {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		if st.IsDir() {
+			return errors.New("it is a directory: name the file to write")
+		}
+		return fmt.Errorf("it is not a regular file (%s)", fileKind(st.Mode()))
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".check-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// fileKind names a file's type in words.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeCharDevice != 0, m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "mode " + m.Type().String()
 }
 
 // sameFile reports whether two paths name one file: os.SameFile when both

@@ -3,6 +3,7 @@ package driver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -10,13 +11,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"text/template"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/sortie-soak/sortie/engine"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/internal/runca"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -33,7 +39,75 @@ func testOptions() Options {
 	o.CancelWait = 2 * time.Second
 	o.InterruptWait = 5 * time.Second
 	o.InfoTimeout = 2 * time.Second
+	// Every test engine serves the test run's mTLS, as a real run's do.
+	o.EngineTLS = testTLS().client
 	return o
+}
+
+// runTLS is the test run's TLS material: its directory (runca's files)
+// and both ends' configurations.
+type runTLS struct {
+	dir            string
+	server, client *tls.Config
+}
+
+var (
+	testTLSOnce sync.Once
+	testTLSRun  runTLS
+)
+
+// testTLS makes (once) the per-run CA every test engine and driver of
+// this package uses; TestMain removes its directory.
+func testTLS() runTLS {
+	testTLSOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sortie-driver-test-tls-")
+		if err != nil {
+			panic(err)
+		}
+		b, err := runca.New(runca.Options{Run: "driver-test", Now: time.Now()})
+		if err != nil {
+			panic(err)
+		}
+		if err := b.Write(dir); err != nil {
+			panic(err)
+		}
+		r := runTLS{dir: dir}
+		f := func(n string) string { return filepath.Join(dir, n) }
+		if r.server, err = runca.ServerConfig(f(runca.EngineCertFile), f(runca.EngineKeyFile), f(runca.CAFile)); err != nil {
+			panic(err)
+		}
+		if r.client, err = runca.ClientConfig(f(runca.DriverCertFile), f(runca.DriverKeyFile), f(runca.CAFile)); err != nil {
+			panic(err)
+		}
+		testTLSRun = r
+	})
+	return testTLSRun
+}
+
+// engineTLSArgs are sortie-engine's flags for the test run's mTLS, with
+// targets on loopback allowed.
+func engineTLSArgs() []string {
+	d := testTLS().dir
+	return []string{"--tls-cert", filepath.Join(d, runca.EngineCertFile), "--tls-key", filepath.Join(d, runca.EngineKeyFile),
+		"--client-ca", filepath.Join(d, runca.CAFile), "--allow-targets", "127.0.0.1"}
+}
+
+// driverTLSArgs are sortie run's flags for the test run's mTLS.
+func driverTLSArgs() []string {
+	d := testTLS().dir
+	return []string{"--client-cert", filepath.Join(d, runca.DriverCertFile), "--client-key", filepath.Join(d, runca.DriverKeyFile),
+		"--engine-ca", filepath.Join(d, runca.CAFile)}
+}
+
+// runArgs are sortie's arguments for `run` args... over the test run's
+// mTLS.
+func runArgs(args ...string) []string {
+	return append(append([]string{"run"}, driverTLSArgs()...), args...)
+}
+
+// testServer is a gRPC server with the test engines' mTLS.
+func testServer() *grpc.Server {
+	return grpc.NewServer(grpc.Creds(credentials.NewTLS(testTLS().server)))
 }
 
 // target is a real HTTP server on loopback that counts what it serves.
@@ -66,7 +140,17 @@ func newTarget(t *testing.T) *target {
 // startEngine runs an engine in this process on 127.0.0.1:0.
 func startEngine(t *testing.T, name string, maxConcurrent int) string {
 	t.Helper()
-	e, err := engine.New(engine.Options{BackendName: name, MaxConcurrentExecutions: maxConcurrent, Version: "test"})
+	return startEngineWith(t, engine.Options{BackendName: name, MaxConcurrentExecutions: maxConcurrent, Version: "test"})
+}
+
+// startEngineWith runs an engine of options o in this process on
+// 127.0.0.1:0 and returns its address.
+func startEngineWith(t *testing.T, o engine.Options) string {
+	t.Helper()
+	if o.TLS == nil {
+		o.TLS = testTLS().server
+	}
+	e, err := engine.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

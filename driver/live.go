@@ -38,12 +38,12 @@ func liveRecordPath(flagValue, stream string) string {
 // up a stream. A write that fails is logged once and the run goes on: the
 // report and the results stream are still written at the end.
 type liveRecord struct {
-	w      *record.StreamWriter
+	w      *record.LiveWriter
 	log    *slog.Logger
 	minGap time.Duration
 
 	mu     sync.Mutex
-	queue  []any
+	queue  []record.LiveEntry
 	closed bool
 	wake   chan struct{} // one token: the queue has lines
 	// closing ends the flusher's wait between batches; done is closed
@@ -55,7 +55,7 @@ type liveRecord struct {
 // liveMinGap is the least time between two syncs of the live record.
 const liveMinGap = 250 * time.Millisecond
 
-func newLiveRecord(w *record.StreamWriter, log *slog.Logger, minGap time.Duration) *liveRecord {
+func newLiveRecord(w *record.LiveWriter, log *slog.Logger, minGap time.Duration) *liveRecord {
 	l := &liveRecord{w: w, log: log, minGap: minGap, wake: make(chan struct{}, 1),
 		closing: make(chan struct{}), done: make(chan struct{})}
 	go l.flusher()
@@ -63,7 +63,7 @@ func newLiveRecord(w *record.StreamWriter, log *slog.Logger, minGap time.Duratio
 }
 
 // append queues lines for the next batch.
-func (l *liveRecord) append(lines []any) {
+func (l *liveRecord) append(lines []record.LiveEntry) {
 	if l == nil || len(lines) == 0 {
 		return
 	}
@@ -86,7 +86,7 @@ func (l *liveRecord) flusher() {
 		l.queue = nil
 		l.mu.Unlock()
 		if len(batch) > 0 {
-			if err := l.w.AppendLines(batch...); err != nil {
+			if err := l.w.Append(batch...); err != nil {
 				l.once.Do(func() { l.log.Error("live record", "err", err) })
 			}
 		}
@@ -133,33 +133,64 @@ type timeline struct {
 	counters map[string]uint64
 	unsent   uint64
 	ahead    map[uint32]*enginev1.Bucket
+	// quietBelow, on the execution of an engine that came back, is the
+	// bucket its start_offset falls in: the buckets before it hold
+	// nothing of it (the lost engine's counts are there), so they are
+	// summed but not written to the live record.
+	quietBelow uint32
 }
 
-// start takes the Started event.
+// start takes the Started event. A timeline already started (a resumed
+// call, from its live record) keeps what it holds and takes the series.
 func (t *timeline) start(s record.Series) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.started {
+		t.series = s
+		return
+	}
 	t.started, t.series = true, s
 	t.counters = map[string]uint64{}
 }
 
 // progress takes a Progress event's buckets and samples into the prefix
-// and returns them as live record lines.
-func (t *timeline) progress(p *enginev1.Progress) []any {
+// and returns them as live record entries.
+func (t *timeline) progress(p *enginev1.Progress) []record.LiveEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.started || (len(p.GetBuckets()) == 0 && len(p.GetFailureSamples()) == 0) {
 		return nil
 	}
-	lines := make([]any, 0, len(p.GetBuckets())+len(p.GetFailureSamples()))
+	lines := make([]record.LiveEntry, 0, len(p.GetBuckets())+len(p.GetFailureSamples()))
 	for _, b := range p.GetBuckets() {
-		lines = append(lines, bucketLine(t.series, b))
+		if b.GetIndex() >= t.quietBelow {
+			lines = append(lines, record.BucketEntry(t.series, bucketLine(t.series, b)))
+		}
 		t.take(b)
 	}
 	for _, s := range p.GetFailureSamples() {
-		lines = append(lines, sampleLine(t.series, s))
+		lines = append(lines, record.SampleEntry(t.series, s.GetDueNs(), s.GetOutcomeNs(), sampleLine(t.series, s)))
 	}
 	return lines
+}
+
+// restore takes a bucket the live record already holds of a resumed
+// call into the prefix, as if its stream had sent it.
+func (t *timeline) restore(b *enginev1.Bucket) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.take(b)
+}
+
+// adopt takes over what from holds (a resumed call's sums of its live
+// record); from is not used after.
+func (t *timeline) adopt(from *timeline) {
+	from.mu.Lock()
+	defer from.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.started, t.series, t.next = from.started, from.series, from.next
+	t.counters, t.unsent, t.ahead = from.counters, from.unsent, from.ahead
 }
 
 // take adds b to the prefix, or keeps it until the prefix reaches it.
@@ -185,6 +216,17 @@ func (t *timeline) take(b *enginev1.Bucket) {
 		b = t.ahead[t.next]
 		delete(t.ahead, t.next)
 	}
+}
+
+// until is the end of the contiguous prefix of buckets, from the start;
+// 0 when there is none.
+func (t *timeline) until() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.started {
+		return 0
+	}
+	return time.Duration(t.next) * t.series.Width
 }
 
 // partial is the result a lost or silent backend had counted: the sums of
@@ -258,16 +300,18 @@ func sampleLine(s record.Series, f *enginev1.FailureSample) record.SampleLine {
 	return l
 }
 
-// openLive opens the live record at path and writes the run's head line.
-func openLive(path string, head record.HeadLine, log *slog.Logger) (*liveRecord, error) {
+// openLive opens the live record at path and writes the run's head line;
+// nil writes none (a resumed run goes on under its own).
+func openLive(path string, head *record.HeadLine, log *slog.Logger) (*liveRecord, error) {
 	w, err := record.OpenLive(path)
 	if err != nil {
 		return nil, err
 	}
-	head.Type = record.LineHead
-	if err := w.AppendLines(head); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("live record head: %w", err)
+	if head != nil {
+		if err := w.Append(record.HeadEntry(*head)); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("live record head: %w", err)
+		}
 	}
 	return newLiveRecord(w, log, liveMinGap), nil
 }

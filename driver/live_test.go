@@ -1,10 +1,16 @@
 package driver
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	sortiegate "github.com/sortie-soak/sortie/gate"
+	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -74,34 +82,128 @@ func TestIntegrationEngineKilledKeepsCounts(t *testing.T) {
 		if be, ok := backendErrorOf(e, victim); !ok || be.Kind != record.KindLost {
 			t.Errorf("%s: backend error of the killed engine %+v, want lost", label, be)
 		}
-		br, ok := backendOf(t, e, victim)
-		if !ok || !br.Partial || br.BackendName != "node-b" {
-			t.Fatalf("%s: result of the killed engine %+v, want a partial one of node-b", label, br)
-		}
-		until, err := time.Parse(time.RFC3339Nano, br.CountedUntil)
-		if err != nil {
-			t.Fatalf("%s: counted_until %q: %v", label, br.CountedUntil, err)
-		}
-		if lag := killed.Sub(until); lag > 2*time.Second || lag < 0 {
-			t.Errorf("%s: counted until %v, %v before the kill; want within 2s before it", label, until, lag)
-		}
-		if err := br.Conserves(); err != nil || br.Planned == 0 || br.Planned != br.Counters[record.HTTP2xx]+br.Unsent {
-			t.Errorf("%s: partial result %+v does not conserve: %v", label, br, err)
-		}
-		// Its counts are those of the buckets the live record holds for
-		// it, up to counted_until.
-		var prefix []record.BucketLine
-		for _, l := range record.BucketsBySeries(res.live.Buckets)[record.SeriesKey{Label: label, Backend: victim}] {
-			if l.Index < uint32(br.ElapsedMs/l.WidthMs) {
-				prefix = append(prefix, l)
-			}
-		}
-		if err := record.CheckTimeline(prefix, br); err != nil {
-			t.Errorf("%s: %v", label, err)
-		}
+		assertPartial(t, res, label, victim, "node-b", killed)
 		assertWhole(t, e, survivor, 80)
 	}
 	checkTimelines(t, res)
+}
+
+// TestIntegrationEngineFrozenKeepsCounts freezes one engine process with
+// SIGSTOP mid-run and keeps it frozen past the driver's deadline and
+// answer window: the report keeps what its buckets had counted before the
+// freeze, as a partial result up to at most 2 s before it, conserving
+// planned over the part it covers, next to its silent entry; the gate
+// fails the node and says when it went away and what it had counted. The
+// engine, thawed, still stops cleanly on SIGTERM.
+func TestIntegrationEngineFrozenKeepsCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs engine processes")
+	}
+	tg := newTarget(t)
+	victim, p := startEngineProc(t, "--backend-name", "node-b")
+	survivor := startEngine(t, "node-a", 0)
+	planPath := writePlan(t, killPlan, planData{Backends: []string{victim, survivor}, URL: tg.URL, Duration: "8s"})
+	o := testOptions()
+	o.Grace, o.AnswerWindow, o.CancelWait = 2*time.Second, 3*time.Second, 2*time.Second
+	done := runDriverAsync(t, o, planPath)
+	// 40 requests a second in all: freeze the victim some 4 s in.
+	waitServed(t, tg, 160, 30*time.Second)
+	frozen := time.Now()
+	p.signal(t, syscall.SIGSTOP)
+	res := <-done
+	if res.code != 1 {
+		t.Fatalf("exit %d, want 1", res.code)
+	}
+	for _, label := range []string{"mesh/svc-1", "mesh/svc-2"} {
+		e := res.execution(t, label)
+		if be, ok := backendErrorOf(e, victim); !ok || be.Kind != record.KindSilent {
+			t.Errorf("%s: backend error of the frozen engine %+v, want silent", label, be)
+		}
+		assertPartial(t, res, label, victim, "node-b", frozen)
+		assertWhole(t, e, survivor, 80)
+		if e.Pass {
+			t.Errorf("%s passed with a frozen backend", label)
+		}
+	}
+	checkTimelines(t, res)
+	gateNamesPartial(t, res, map[string]string{victim: "node-b", survivor: "node-a"}, victim)
+
+	p.signal(t, syscall.SIGCONT)
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 60*time.Second); code != 0 {
+		t.Errorf("the thawed engine exited %d on SIGTERM, want 0:\n%s", code, p.Stderr())
+	}
+}
+
+// assertPartial checks the partial result of backend (named node) in
+// execution label of res: lost or silent at stopped, it counted up to at
+// most 2 s before then, conserves planned over what it covers, and its
+// counts are those of its buckets in the live record.
+func assertPartial(t *testing.T, res result, label, backend, node string, stopped time.Time) {
+	t.Helper()
+	br, ok := backendOf(t, res.execution(t, label), backend)
+	if !ok || !br.Partial || br.BackendName != node {
+		t.Fatalf("%s: result of the stopped engine %+v, want a partial one of %s", label, br, node)
+	}
+	until, err := time.Parse(time.RFC3339Nano, br.CountedUntil)
+	if err != nil {
+		t.Fatalf("%s: counted_until %q: %v", label, br.CountedUntil, err)
+	}
+	if lag := stopped.Sub(until); lag > 2*time.Second || lag < 0 {
+		t.Errorf("%s: counted until %v, %v before the engine stopped; want within 2s before it", label, until, lag)
+	}
+	if err := br.Conserves(); err != nil || br.Planned == 0 || br.Planned != br.Counters[record.HTTP2xx]+br.Unsent {
+		t.Errorf("%s: partial result %+v does not conserve: %v", label, br, err)
+	}
+	var prefix []record.BucketLine
+	for _, l := range record.BucketsBySeries(res.live.Buckets)[record.SeriesKey{Label: label, Backend: backend}] {
+		if l.Index < uint32(br.ElapsedMs/l.WidthMs) {
+			prefix = append(prefix, l)
+		}
+	}
+	if err := record.CheckTimeline(prefix, br); err != nil {
+		t.Errorf("%s: %v", label, err)
+	}
+}
+
+// gateNamesPartial grades res's report with sortie-gate, nodes named by
+// the engines file of nodes (address to node): it fails, and every target
+// names the stopped backend lost, when it went away and the 2xx it had
+// counted, as the partial result says.
+func gateNamesPartial(t *testing.T, res result, nodes map[string]string, backend string) {
+	t.Helper()
+	dir := t.TempDir()
+	var engines strings.Builder
+	for addr, node := range nodes {
+		fmt.Fprintf(&engines, "%s %s\n", addr, node)
+	}
+	enginesFile := filepath.Join(dir, "engines.txt")
+	if err := os.WriteFile(enginesFile, []byte(engines.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(filepath.Dir(res.livePath), "report.json")
+	var stdout, stderr bytes.Buffer
+	err := sortiegate.Run(context.Background(), []string{"--report", report, "--engines", enginesFile}, &stdout, &stderr)
+	if code := cli.Code(err); code != cli.ExitFail {
+		t.Fatalf("gate exit %d (%v), want %d:\n%s%s", code, err, cli.ExitFail, stdout.String(), stderr.String())
+	}
+	node := nodes[backend]
+	for _, label := range []string{"mesh/svc-1", "mesh/svc-2"} {
+		br, _ := backendOf(t, res.execution(t, label), backend)
+		from, _ := time.Parse(time.RFC3339Nano, br.StartedAt)
+		until, _ := time.Parse(time.RFC3339Nano, br.CountedUntil)
+		want := fmt.Sprintf("LOST BACKEND %s (%s) at +%s, %d answered 2xx before", node, backend,
+			strconv.FormatFloat(until.Sub(from).Seconds(), 'f', -1, 64)+"s", br.Counters[record.HTTP2xx])
+		// The gate names a target by its name, the label's last part.
+		target := label[strings.LastIndex(label, "/")+1:]
+		line := regexp.MustCompile(`(?m)^FAIL  ` + regexp.QuoteMeta(target) + `  .*$`).FindString(stdout.String())
+		if !strings.Contains(line, want) {
+			t.Errorf("gate line of %s: %q, want it to hold %q; gate output:\n%s", target, line, want, stdout.String())
+		}
+	}
+	if !regexp.MustCompile(`(?m)^LOST  ` + regexp.QuoteMeta(node+" ("+backend+")") + `  targets=2  `).MatchString(stdout.String()) {
+		t.Errorf("gate output lacks the LOST line of %s:\n%s", node, stdout.String())
+	}
 }
 
 // TestIntegrationDriverKilledLiveRecord kills the driver process with
@@ -118,7 +220,7 @@ func TestIntegrationDriverKilledLiveRecord(t *testing.T) {
 	planPath := writePlan(t, killPlan, planData{Backends: []string{a, b}, URL: tg.URL, Duration: "20s"})
 	dir := t.TempDir()
 	live := filepath.Join(dir, "run.live.jsonl")
-	d := start(t, nil, binary(t, "sortie"), "run", planPath, "--results-stream", filepath.Join(dir, "run.jsonl"), "--status", "off", "--progress", "0")
+	d := start(t, nil, binary(t, "sortie"), runArgs(planPath, "--results-stream", filepath.Join(dir, "run.jsonl"), "--status", "off", "--progress", "0")...)
 	// Executions start 2 s after dispatch (the default start lead); the
 	// first Started lines are in the live record's bucket starts.
 	// 40 requests a second in all: kill the driver some 10 s in.
@@ -191,12 +293,12 @@ func TestLiveRecordBatches(t *testing.T) {
 	s := record.Series{Label: "s/t", Backend: "b", Start: time.Unix(0, 0), Width: time.Second}
 	l := newLiveRecord(w, slog.New(slog.DiscardHandler), time.Hour)
 	for i := range uint32(5) {
-		l.append([]any{s.Bucket(2 * i), s.Bucket(2*i + 1)})
+		l.append([]record.LiveEntry{record.BucketEntry(s, s.Bucket(2*i)), record.BucketEntry(s, s.Bucket(2*i+1))})
 	}
 	if err := l.close(); err != nil {
 		t.Fatal(err)
 	}
-	l.append([]any{s.Bucket(99)})
+	l.append([]record.LiveEntry{record.BucketEntry(s, s.Bucket(99))})
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)

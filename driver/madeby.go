@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"google.golang.org/grpc"
+
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/record"
 )
@@ -12,7 +14,9 @@ import (
 // madeBy describes what makes this run: the driver and its host, the plan
 // as it was read, and every engine of the scenarios' pools as its Info
 // call describes it. The calls run together, each bounded by InfoTimeout,
-// before any load. An engine that does not answer is recorded as unknown,
+// before any load, and each waits for its engine to take a connection:
+// the dispatch after them does not (a refused connection loses the
+// backend at once). An engine that does not answer is recorded as unknown,
 // with why; that never fails the run (its executions find out on their
 // own what is wrong with it).
 func (r *runner) madeBy(ctx context.Context, planPath string, planData []byte, scenarios []*scenarioRun) *record.MadeBy {
@@ -28,23 +32,31 @@ func (r *runner) madeBy(ctx context.Context, planPath string, planData []byte, s
 		}
 	}
 	mb.Engines = make([]record.EngineInfo, len(backends))
+	caps := make([]uint32, len(backends))
 	var wg sync.WaitGroup
 	for i, b := range backends {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mb.Engines[i] = r.engineInfo(ctx, b)
+			mb.Engines[i], caps[i] = r.engineInfo(ctx, b)
 		}()
 	}
 	wg.Wait()
+	r.caps = map[string]uint32{}
+	for i, b := range backends {
+		if caps[i] > 0 {
+			r.caps[b] = caps[i]
+		}
+	}
 	return mb
 }
 
-// engineInfo asks one engine for its Info.
-func (r *runner) engineInfo(ctx context.Context, backend string) record.EngineInfo {
-	unknown := func(err error) record.EngineInfo {
+// engineInfo asks one engine for its Info, and returns with it the
+// engine's cap of concurrent executions (0 when not known).
+func (r *runner) engineInfo(ctx context.Context, backend string) (record.EngineInfo, uint32) {
+	unknown := func(err error) (record.EngineInfo, uint32) {
 		r.log.Warn("engine info unknown", "backend", backend, "err", err)
-		return record.EngineInfo{Backend: backend, Unknown: true, Error: fmt.Sprintf("info: %v", err)}
+		return record.EngineInfo{Backend: backend, Unknown: true, Error: fmt.Sprintf("info: %v", err)}, 0
 	}
 	client, err := r.client(backend)
 	if err != nil {
@@ -52,11 +64,17 @@ func (r *runner) engineInfo(ctx context.Context, backend string) record.EngineIn
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.InfoTimeout)
 	defer cancel()
-	info, err := client.Info(ctx, &enginev1.InfoRequest{})
+	// WaitForReady: an engine that refuses the first connection is given
+	// until InfoTimeout to take one. A driver pod's new address is let
+	// through a NetworkPolicy only once the enforcer has seen the pod, so
+	// the first connections of a driver that just started (or resumed)
+	// may be refused; this call is the run's first, before any load, and
+	// the dispatch after it finds the connection up.
+	info, err := client.Info(ctx, &enginev1.InfoRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		return unknown(err)
 	}
-	return engineInfoOf(backend, info)
+	return engineInfoOf(backend, info), info.GetMaxConcurrentExecutions()
 }
 
 // engineInfoOf is what the report records of an engine's Info.

@@ -4,14 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"net"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/record"
@@ -58,7 +59,7 @@ func TestMadeByUnknownEngines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := testServer()
 	enginev1.RegisterEngineServer(srv, enginev1.UnimplementedEngineServer{})
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
@@ -82,10 +83,62 @@ func TestMadeByUnknownEngines(t *testing.T) {
 	if e := mb.Engines[0]; e.Backend != real || e.Unknown || e.Node != "node-a" || e.CPUs != runtime.NumCPU() {
 		t.Errorf("answering engine %+v", e)
 	}
-	for i, want := range []struct{ backend, code string }{{noInfo, "Unimplemented"}, {nobody, "Unavailable"}} {
+	for i, want := range []struct{ backend, code string }{{noInfo, "Unimplemented"}, {nobody, "DeadlineExceeded"}} {
 		e := mb.Engines[i+1]
 		if e.Backend != want.backend || !e.Unknown || !strings.Contains(e.Error, want.code) || e.Node != "" || e.CPUs != 0 {
 			t.Errorf("engine %d: %+v, want %s unknown with %s", i+1, e, want.backend, want.code)
 		}
+	}
+}
+
+// TestMadeByWaitsForFirstConnection: an engine whose first connection is
+// refused, as a NetworkPolicy refuses a driver pod the enforcer has not
+// seen yet, is still read (the Info call waits for a connection within
+// InfoTimeout), and the run's calls after it find the connection up.
+func TestMadeByWaitsForFirstConnection(t *testing.T) {
+	engine := startEngine(t, "node-a", 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	refused := make(chan struct{})
+	go refuseFirst(ln, engine, refused)
+
+	o := testOptions()
+	o.InfoTimeout = time.Minute // a bound for a loaded machine, not a measure
+	r := &runner{opts: o, log: o.logger(&strings.Builder{})}
+	defer r.close()
+	mb := r.madeBy(context.Background(), "p.yaml", []byte("version: v1\n"), []*scenarioRun{{backends: []string{ln.Addr().String()}}})
+	select {
+	case <-refused:
+	default:
+		t.Fatal("the first connection was never made")
+	}
+	if e := mb.Engines[0]; e.Unknown || e.Node != "node-a" {
+		t.Errorf("engine behind a refused first connection: %+v, want node-a read", e)
+	}
+}
+
+// refuseFirst closes the first connection ln accepts at once and relays
+// every later one to addr.
+func refuseFirst(ln net.Listener, addr string, refused chan<- struct{}) {
+	for n := 0; ; n++ {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		if n == 0 {
+			c.Close()
+			close(refused)
+			continue
+		}
+		up, err := net.Dial("tcp", addr)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		go func() { io.Copy(up, c); up.Close() }()
+		go func() { io.Copy(c, up); c.Close() }()
 	}
 }

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,10 @@ import (
 	"net"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/internal/clock"
 )
 
@@ -46,10 +51,13 @@ type Options struct {
 	// still awaited before the execution is cancelled on it.
 	AnswerWindow time.Duration
 	// CancelWait is how long a cancelled execution is given to answer
-	// before its backend is named silent.
+	// before its backend is named silent. Its default is derived from
+	// the engine's bounded drain after a cancel (DefaultCancelWait); a
+	// shorter wait may name silent an engine whose target stalls.
 	CancelWait time.Duration
 	// InterruptWait bounds the wait for answers after a run is interrupted
-	// (SIGINT, SIGTERM) and every running execution was cancelled.
+	// (SIGINT, SIGTERM) and every running execution was cancelled; the
+	// same default.
 	InterruptWait time.Duration
 	// InfoTimeout bounds each Info call that reads what an engine is (the
 	// report's made_by).
@@ -66,6 +74,12 @@ type Options struct {
 	// restarts its pending deadlines from the moment it woke.
 	ClockSlack time.Duration
 
+	// RejoinInterval is how often the driver looks for an engine of a
+	// lost backend's node that came back (a dns pool looked up again, a
+	// services address dialled again), until the execution's last
+	// request is due.
+	RejoinInterval time.Duration
+
 	// Clock is the driver's time: dispatch and start times, every
 	// deadline phase and the timers that wait for them, the waits between
 	// lookups of a dns pool. Nil means the wall clock (clock.Real).
@@ -77,7 +91,26 @@ type Options struct {
 	// Logger receives diagnostics (not the run's output lines). Nil means
 	// a text logger on stderr at warning level.
 	Logger *slog.Logger
+
+	// EngineTLS is the driver's side of the engines' mutual TLS
+	// (runca.ClientConfig: the run's client certificate, the run's CA);
+	// the flags --client-cert, --client-key and --engine-ca fill it.
+	// InsecurePlaintext (--insecure-plaintext) speaks plaintext to engines
+	// started with --insecure-plaintext instead. A run needs one of them.
+	EngineTLS         *tls.Config
+	InsecurePlaintext bool
 }
+
+// cancelAnswerMargin is what a cancelled engine's Result may take beyond
+// its drain: the way back to the driver, from a node under load.
+const cancelAnswerMargin = 3 * time.Second
+
+// DefaultCancelWait is how long a cancelled execution is awaited by
+// default: the engine's bounded drain after a cancel, enginev1.CancelDrain
+// (2 s), then cancelAnswerMargin (3 s) for its answer. A healthy engine
+// answers within it however its target stalls; a driver on SIGTERM is
+// done in seconds.
+const DefaultCancelWait = enginev1.CancelDrain + cancelAnswerMargin
 
 // DefaultOptions returns the options of a production run.
 func DefaultOptions() Options {
@@ -88,12 +121,13 @@ func DefaultOptions() Options {
 		Drain:           5 * time.Second,
 		Grace:           2 * time.Minute,
 		AnswerWindow:    10 * time.Second,
-		CancelWait:      30 * time.Second,
-		InterruptWait:   30 * time.Second,
+		CancelWait:      DefaultCancelWait,
+		InterruptWait:   DefaultCancelWait,
 		InfoTimeout:     5 * time.Second,
 		ClockSlack:      500 * time.Millisecond,
 		StatusTick:      time.Second,
 		StatusRedraw:    250 * time.Millisecond,
+		RejoinInterval:  time.Second,
 	}
 }
 
@@ -110,6 +144,20 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must not be negative, not %v", name, d))
 		}
 	}
+	// The waits add up to a backend's deadline on top of the plan's span
+	// (at most plan.MaxSpan): a day each keeps that sum far from
+	// overflowing, and no wait of the driver needs more.
+	atMostDay := func(name string, d time.Duration) {
+		if d > 24*time.Hour {
+			errs = append(errs, fmt.Errorf("%s must be at most 24h, not %v", name, d))
+		}
+	}
+	for _, w := range []struct {
+		name string
+		d    time.Duration
+	}{{"drain", o.Drain}, {"deadline grace", o.Grace}, {"answer window", o.AnswerWindow}, {"cancel wait", o.CancelWait}, {"interrupt wait", o.InterruptWait}} {
+		atMostDay(w.name, w.d)
+	}
 	pos("resolve interval", o.ResolveInterval)
 	nonneg("resolve timeout", o.ResolveTimeout)
 	nonneg("start lead", o.StartLead)
@@ -125,7 +173,16 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("status tick must be at least 10ms, not %v", o.StatusTick))
 	}
 	pos("status redraw", o.StatusRedraw)
+	pos("rejoin interval", o.RejoinInterval)
 	return errors.Join(errs...)
+}
+
+// engineCreds are the transport credentials of every engine connection.
+func (o Options) engineCreds() credentials.TransportCredentials {
+	if o.EngineTLS != nil {
+		return credentials.NewTLS(o.EngineTLS)
+	}
+	return insecure.NewCredentials()
 }
 
 func (o Options) clock() clock.Clock {

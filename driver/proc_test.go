@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	if testTLSRun.dir != "" {
+		os.RemoveAll(testTLSRun.dir)
+	}
 	os.Exit(code)
 }
 
@@ -172,7 +175,7 @@ func start(t *testing.T, stdout io.Writer, bin string, args ...string) *proc {
 func startEngineProc(t *testing.T, args ...string) (string, *proc) {
 	t.Helper()
 	pr, pw := io.Pipe()
-	p := start(t, pw, binary(t, "sortie-engine"), append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+	p := start(t, pw, binary(t, "sortie-engine"), append(append([]string{"--listen", "127.0.0.1:0"}, engineTLSArgs()...), args...)...)
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)

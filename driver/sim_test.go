@@ -65,7 +65,7 @@ func (s *sim) onWait(w waitState) {
 }
 
 func (s *sim) quiet() bool {
-	return s.waiting && s.loop.unstarted == 0 && s.loop.taken == s.sent && s.loop.cancels == s.cancels && s.busy == 0
+	return s.waiting && s.loop.unstarted == 0 && s.loop.probing == 0 && s.loop.taken == s.sent && s.loop.cancels == s.cancels && s.busy == 0
 }
 
 // settle waits until the run is quiet, or over: it reports false then.

@@ -39,6 +39,50 @@ type refusal struct {
 	cap     uint32 // 0 when the engine did not say
 	need    int    // executions the stage starts on every backend
 	err     error
+	// early says the driver refused the stage itself before starting any
+	// of it, from the cap the engine's Info gave; over lists every
+	// backend whose cap is below the need.
+	early bool
+	over  []string
+}
+
+// capRefusal refuses a stage before it starts when it starts more
+// executions at once than a backend's cap (from the engines' Info): such a
+// stage can never run whole, and starting it would send load that is then
+// cancelled. Nil when every cap fits or is not known.
+func (r *runner) capRefusal(sc *scenarioRun, st *stageRun) *refusal {
+	need := len(st.execs)
+	var rf *refusal
+	for _, b := range sc.backends {
+		c, ok := r.caps[b]
+		if !ok || need <= int(c) {
+			continue
+		}
+		if rf == nil {
+			rf = &refusal{backend: b, cap: c, need: need, early: true,
+				err: fmt.Errorf("the engine's Info gives its cap as %d concurrent executions", c)}
+		}
+		rf.over = append(rf.over, b)
+	}
+	return rf
+}
+
+// refusedEarly is the report entry of an execution of a stage that
+// capRefusal refused: nothing of it started on any backend.
+func refusedEarly(sc *scenarioRun, ex *execRun, rf *refusal) record.Execution {
+	e := baseExecution(sc, ex)
+	e.Refused = record.RefusedExecutionCap
+	e.Error = rf.executionError()
+	for _, b := range rf.over {
+		e.BackendErrors = append(e.BackendErrors, record.BackendError{
+			Backend: b,
+			Kind:    record.KindRefused,
+			Error:   fmt.Sprintf("refused before the start: the engine is at %s (%v)", rf.capText(), rf.err),
+			Refused: record.RefusedExecutionCap,
+		})
+	}
+	e.FailureReasons = []string{e.Error}
+	return e
 }
 
 func (rf *refusal) capText() string {
@@ -51,8 +95,13 @@ func (rf *refusal) capText() string {
 // executionError is the error of every execution of a refused stage.
 func (rf *refusal) executionError() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "backend %s refused a start because the engine is at %s, and this stage starts %d at once on every backend, one per target; the executions of the stage that had started were cancelled. Raise the engine's --max-concurrent-executions to at least %d",
-		rf.backend, rf.capText(), rf.need, rf.need)
+	if rf.early {
+		fmt.Fprintf(&b, "backend %s is at %s, and this stage starts %d at once on every backend, one per target; none of the stage was started. Raise the engine's --max-concurrent-executions to at least %d",
+			rf.backend, rf.capText(), rf.need, rf.need)
+	} else {
+		fmt.Fprintf(&b, "backend %s refused a start because the engine is at %s, and this stage starts %d at once on every backend, one per target; the executions of the stage that had started were cancelled. Raise the engine's --max-concurrent-executions to at least %d",
+			rf.backend, rf.capText(), rf.need, rf.need)
+	}
 	switch {
 	case rf.cap != 0 && int(rf.cap) < rf.need:
 		b.WriteString(": this stage does not fit the cap even on an idle engine")
@@ -95,7 +144,22 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 			ended = c.endedAt
 		}
 		bes := r.backendErrors(c, rf)
-		if c.result != nil {
+		if br, ok := r.rejoinedResult(c); ok {
+			// Its engine came back: one result for the node, its gap
+			// named; the requests due in the gap fail the execution.
+			e.Results = append(e.Results, br)
+			for k, v := range br.Counters {
+				totals[k] += v
+			}
+			if d := time.Duration(br.ElapsedMs) * time.Millisecond; d > longest && !br.Partial {
+				longest = d
+			}
+			bes = append(bes, accounting(br)...)
+			for _, g := range br.GapUnsent {
+				fail("backend %s (%s): %s: %d requests due from %s to %s were not sent (the engine at %s took up the rest)",
+					c.backend, c.backendName, g.Why, g.Count, g.From, g.To, g.Backend)
+			}
+		} else if c.result != nil {
 			br := backendResult(c)
 			e.Results = append(e.Results, br)
 			for k, v := range br.Counters {
@@ -135,6 +199,10 @@ func (r *runner) verdict(sc *scenarioRun, ex *execRun, out *stageOutcome, rf *re
 		failures = append([]string{e.Error}, failures...)
 	case len(e.Results) == 0:
 		fail("no backend answered, so no threshold could be judged")
+	case len(ex.thresholds) == 0 && totals["benchmark.http_2xx"] == 0:
+		// Nothing judges it, and nothing succeeded: passing it would pass
+		// a run in which every request failed.
+		fail("no threshold judges this execution, and none of its requests got a 2xx")
 	default:
 		for _, t := range ex.thresholds {
 			if t.Pool() {

@@ -426,12 +426,15 @@ func TestInvalidRequests(t *testing.T) {
 	}
 }
 
-func TestClientGoneCancels(t *testing.T) {
+// A driver that goes away leaves its execution running: no stream is
+// needed for the load to go on to its planned end (the driver may come
+// back with Attach).
+func TestClientGoneRunsOn(t *testing.T) {
 	t.Parallel()
 	srv := okServer(t)
 	te := startEngine(t, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := te.client.Execute(ctx, req("orphan", srv.URL, 10, 20*time.Second))
+	stream, err := te.client.Execute(ctx, req("orphan", srv.URL, 10, 500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,8 +443,12 @@ func TestClientGoneCancels(t *testing.T) {
 	}
 	waitRunning(t, te, 1)
 	cancel()
-	// The execution ends (no orphan load) and leaves the running list.
 	waitRunning(t, te, 0)
+	got := collect(te.client.Attach(context.Background(), &enginev1.AttachRequest{ExecutionId: "orphan"}))
+	res := got.mustResult(t)
+	if res.GetCancelled() || res.GetCounters()[record.HTTP2xx] != res.GetPlanned() {
+		t.Errorf("orphan: cancelled %v, %d 2xx of %d planned; want it whole", res.GetCancelled(), res.GetCounters()[record.HTTP2xx], res.GetPlanned())
+	}
 }
 
 func TestInfo(t *testing.T) {

@@ -22,17 +22,20 @@ package engine
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -41,6 +44,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/internal/clock"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -62,6 +66,24 @@ type Options struct {
 	Version string
 	// Logger receives the engine's logs; nil discards them.
 	Logger *slog.Logger
+	// Retention is how long the engine keeps an ended execution's Result
+	// and timeline for Attach; 0 means DefaultRetention.
+	Retention time.Duration
+	// RetainBytes bounds the memory of the executions kept: past it the
+	// oldest are let go first (the newest is kept whatever its size, so
+	// the bound is this plus one execution's record). 0 means
+	// DefaultRetainBytes.
+	RetainBytes int64
+	// Clock times the retention; nil is the wall clock.
+	Clock clock.Clock
+	// AllowTargets, when set, is where executions may send load and
+	// statsd datagrams; a request aimed elsewhere is refused
+	// (enginev1.TargetRefusal). Nil allows every target.
+	AllowTargets *Allowlist
+	// TLS, when set, is the TLS of the control plane (runca.ServerConfig:
+	// a client certificate required); nil serves plaintext. A peer whose
+	// handshake fails is logged once (peerLog), not once per attempt.
+	TLS *tls.Config
 
 	// newSleeper makes a worker's pacer timer; nil is the real one. Tests
 	// make it fail as the system would (too many open files).
@@ -77,6 +99,12 @@ func (o Options) Validate() error {
 	if strings.ContainsAny(o.BackendName, "\r\n") {
 		errs = append(errs, errors.New("backend name must be one line"))
 	}
+	if o.Retention < 0 {
+		errs = append(errs, fmt.Errorf("retention %v must not be negative", o.Retention))
+	}
+	if o.RetainBytes < 0 {
+		errs = append(errs, fmt.Errorf("retained bytes %d must not be negative", o.RetainBytes))
+	}
 	return errors.Join(errs...)
 }
 
@@ -87,13 +115,27 @@ type Engine struct {
 	log    *slog.Logger
 	srv    *grpc.Server
 	health *health.Server
+	// healthSrv serves the health service alone, in plaintext, for
+	// probes that speak no TLS (a kubelet's gRPC probe): ServeHealth.
+	healthSrv *grpc.Server
+	// refused remembers the peers the control plane's TLS refused; nil
+	// in plaintext.
+	refused *peerLog
 
 	// ctx is the parent of every execution; Stop cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	running  []*execution // in start order
+	mu      sync.Mutex
+	running []*execution // in start order
+	// retained are the ended executions kept for Attach, in the order
+	// they ended; retainedBytes is what they hold. retainChanged wakes
+	// the janitor that lets them go.
+	retained      []*execution
+	retainedBytes int64
+	retainChanged chan struct{}
+	// bg counts the goroutines that see executions to their end.
+	bg       sync.WaitGroup
 	stopping bool
 	stopOnce sync.Once
 	stopped  chan struct{}
@@ -111,6 +153,15 @@ func New(opts Options) (*Engine, error) {
 	if opts.newSleeper == nil {
 		opts.newSleeper = newSleeper
 	}
+	if opts.Retention == 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.RetainBytes == 0 {
+		opts.RetainBytes = DefaultRetainBytes
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -120,18 +171,28 @@ func New(opts Options) (*Engine, error) {
 		log:     log.With("component", "engine"),
 		health:  health.NewServer(),
 		stopped: make(chan struct{}),
+
+		retainChanged: make(chan struct{}, 1),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.srv = grpc.NewServer(
+	go e.janitor()
+	srvOpts := []grpc.ServerOption{
 		// A driver keeps one stream per execution open for its whole
 		// duration, often idle between progress snapshots; its pings are
 		// welcome, and a driver that stops answering ours for over a
-		// minute is gone (its executions are then cancelled).
+		// minute is gone (its executions go on, to be attached again).
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
-	)
+	}
+	if opts.TLS != nil {
+		e.refused = newPeerLog(e.log)
+		srvOpts = append(srvOpts, grpc.Creds(&loggedCreds{TransportCredentials: credentials.NewTLS(opts.TLS), peers: e.refused}))
+	}
+	e.srv = grpc.NewServer(srvOpts...)
 	enginev1.RegisterEngineServer(e.srv, &service{e: e})
 	healthpb.RegisterHealthServer(e.srv, e.health)
+	e.healthSrv = grpc.NewServer()
+	healthpb.RegisterHealthServer(e.healthSrv, e.health)
 	e.health.SetServingStatus(enginev1.Engine_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return e, nil
 }
@@ -140,8 +201,22 @@ func New(opts Options) (*Engine, error) {
 // Stop. It returns nil after Stop.
 func (e *Engine) Serve(lis net.Listener) error {
 	e.log.Info("serving", "address", lis.Addr().String(), "backend_name", e.opts.BackendName,
-		"max_concurrent_executions", e.opts.MaxConcurrentExecutions, "version", e.opts.Version)
+		"max_concurrent_executions", e.opts.MaxConcurrentExecutions, "version", e.opts.Version,
+		"mtls", e.opts.TLS != nil, "allow_targets", e.opts.AllowTargets.describe())
 	err := e.srv.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// ServeHealth serves the gRPC health service alone, in plaintext, on lis
+// until Stop: it says whether the engine serves (NOT_SERVING once it
+// stops) and nothing else, so it needs no client certificate. It returns
+// nil after Stop.
+func (e *Engine) ServeHealth(lis net.Listener) error {
+	e.log.Info("serving health", "address", lis.Addr().String())
+	err := e.healthSrv.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -157,6 +232,9 @@ func (e *Engine) Serve(lis net.Listener) error {
 func (e *Engine) Stop(ctx context.Context) error {
 	e.stopOnce.Do(func() {
 		defer close(e.stopped)
+		// The health server goes last: a probe reads NOT_SERVING while
+		// the executions drain.
+		defer e.healthSrv.Stop()
 		e.mu.Lock()
 		e.stopping = true
 		n := len(e.running)
@@ -167,6 +245,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 
 		graceful := make(chan struct{})
 		go func() {
+			// The executions end first (their streams deliver their
+			// Results), then the server.
+			e.bg.Wait()
 			e.srv.GracefulStop()
 			close(graceful)
 		}()
@@ -194,6 +275,18 @@ func (e *Engine) Stop(ctx context.Context) error {
 	})
 	<-e.stopped
 	return e.stopErr
+}
+
+// unregisterLocked takes x off the running list; e.mu is held.
+func (e *Engine) unregisterLocked(x *execution) {
+	for i, r := range e.running {
+		if r == x {
+			// slices.Delete clears the slot it frees: the backing
+			// array keeps no pointer to an ended execution.
+			e.running = slices.Delete(e.running, i, i+1)
+			return
+		}
+	}
 }
 
 // register admits an execution, or says why not as a gRPC status:
@@ -232,12 +325,7 @@ func nameForMsg(n string) string {
 func (e *Engine) unregister(x *execution) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i, r := range e.running {
-		if r == x {
-			e.running = append(e.running[:i], e.running[i+1:]...)
-			return
-		}
-	}
+	e.unregisterLocked(x)
 }
 
 // service implements the gRPC Engine service.
@@ -256,6 +344,9 @@ var _ enginev1.EngineServer = (*service)(nil)
 // releases x, and closes the sink if there is one.
 func (e *Engine) admit(req *enginev1.ExecuteRequest) (*execution, *statsdSink, error) {
 	sp, err := parseSpec(req, time.Now(), e.opts.BackendName)
+	if err == nil {
+		err = e.opts.AllowTargets.check(sp, sp.host, e.opts.BackendName)
+	}
 	if err != nil {
 		e.log.Warn("execution refused", "execution_id", req.GetExecutionId(), "label", req.GetLabel(), "error", err)
 		return nil, nil, err
@@ -286,86 +377,109 @@ func (e *Engine) admit(req *enginev1.ExecuteRequest) (*execution, *statsdSink, e
 	return x, sink, nil
 }
 
-// Execute runs one execution and streams its events.
+// Execute runs one execution and streams its events. The execution runs
+// on its own: when the stream breaks (the driver died, or detached) it
+// goes on to its planned end, and the engine keeps its Result and
+// timeline for Attach.
 func (s *service) Execute(req *enginev1.ExecuteRequest, stream grpc.ServerStreamingServer[enginev1.ExecuteEvent]) error {
 	e := s.e
 	x, sink, err := e.admit(req)
 	if err != nil {
 		return err
 	}
-	// Execute returns before x.start or after x.done: release never
-	// races a running worker.
-	defer e.unregister(x)
-	defer x.release()
 	sp := x.spec
 	log := e.log.With("execution_id", sp.id, "label", sp.label)
-	log.Info("execution started", "start_time", sp.start, "planned", sp.pacer.Planned()*uint64(sp.workers),
-		"workers", sp.workers, "rate", sp.pacer.Rate(), "duration", sp.pacer.Duration())
-	if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Started{Started: &enginev1.Started{
+	log.Info("execution started", "start_time", sp.start, "planned", sp.planned(), "first", sp.first,
+		"workers", sp.workers, "rate", sp.pacer.Rate(), "duration", sp.pacer.Duration(), "run_id", sp.runID)
+	x.started = &enginev1.Started{
 		ExecutionId: sp.id, BackendName: e.opts.BackendName, StartTime: timestamppb.New(sp.start),
 		BucketWidth: durationpb.New(sp.bucketWidth), Buckets: sp.buckets, SampleBudget: uint32(sp.sampleBudget),
-	}}}); err != nil {
+	}
+	if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Started{Started: x.started}}); err != nil {
+		// Never started: nobody heard of it.
 		if sink != nil {
 			_ = sink.client.Close()
 		}
+		x.release()
+		e.unregister(x)
 		return err
 	}
+	e.launch(x, sink, log)
+	return e.follow(stream, x, &cursor{}, sp.progress, log)
+}
 
+// launch starts x's workers and sink, and sees x to its end on a
+// goroutine of its own: its Result is kept and its workers let go
+// whether or not a stream follows it.
+func (e *Engine) launch(x *execution, sink *statsdSink, log *slog.Logger) {
 	x.start()
 	var sinkStop, sinkDone chan struct{}
 	if sink != nil {
 		sinkStop, sinkDone = make(chan struct{}), make(chan struct{})
 		go sink.run(sinkStop, sinkDone)
 	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		<-x.done
+		if sink != nil {
+			close(sinkStop)
+			<-sinkDone
+		}
+		if n := x.tl.finalCount(); n != x.spec.buckets {
+			log.Error("timeline incomplete", "final_buckets", n, "buckets", x.spec.buckets)
+		}
+		res := x.end(e.opts.BackendName)
+		kept := e.retire(x)
+		close(x.finished)
+		log.Info("execution finished", "cancelled", res.Cancelled, "planned", res.Planned, "unsent", res.Unsent,
+			"elapsed", res.Elapsed.AsDuration(), "counters", res.Counters, "retained_bytes", kept)
+	}()
+}
+
+// follow streams x from cur: Progress every interval (none for 0) while
+// it runs, the rest of the timeline once it ended, then its Result. A
+// stream that breaks leaves x running.
+func (e *Engine) follow(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent], x *execution, cur *cursor, every time.Duration, log *slog.Logger) error {
 	var tick <-chan time.Time
-	if sp.progress > 0 {
-		t := time.NewTicker(sp.progress)
+	if every > 0 {
+		t := time.NewTicker(every)
 		defer t.Stop()
 		tick = t.C
 	}
-	clientGone := stream.Context().Done()
+	gone := stream.Context().Done()
 	for running := true; running; {
 		select {
-		case <-x.done:
+		case <-x.finished:
 			running = false
 		case <-tick:
-			if err := sendProgress(stream, x); err != nil {
-				log.Warn("progress not delivered; cancelling", "error", err)
-				x.cancel()
-				tick = nil
+			if err := sendProgress(stream, x, cur); err != nil {
+				log.Warn("progress not delivered; the execution goes on without this stream", "error", err)
+				return err
 			}
-		case <-clientGone:
-			// The driver is gone: no load without someone to count it.
-			log.Warn("driver went away; cancelling")
-			x.cancel()
-			clientGone, tick = nil, nil
+		case <-gone:
+			log.Warn("driver went away; the execution goes on, to be attached again")
+			return status.FromContextError(stream.Context().Err()).Err()
 		}
-	}
-	if sink != nil {
-		close(sinkStop)
-		<-sinkDone
-	}
-	if n := x.tl.finalCount(); n != sp.buckets {
-		log.Error("timeline incomplete", "final_buckets", n, "buckets", sp.buckets)
 	}
 	// The rest of the timeline goes out before the Result, so that a
 	// stream read to its Result holds all of it.
-	if tick != nil && x.tl.waiting() {
-		if err := sendProgress(stream, x); err != nil {
+	if every > 0 && x.tl.waiting(cur) {
+		if err := sendProgress(stream, x, cur); err != nil {
 			return err
 		}
 	}
-	res := x.result(e.opts.BackendName)
-	log.Info("execution finished", "cancelled", res.Cancelled, "planned", res.Planned, "unsent", res.Unsent,
-		"elapsed", res.Elapsed.AsDuration(), "counters", res.Counters)
+	x.mu.Lock()
+	res := x.res
+	x.mu.Unlock()
 	return stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Result{Result: res}})
 }
 
 // sendProgress sends a Progress, and more at once while more of the
 // timeline waits than one carries.
-func sendProgress(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent], x *execution) error {
+func sendProgress(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent], x *execution, cur *cursor) error {
 	for {
-		p, more := x.progress()
+		p, more := x.progress(cur)
 		if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Progress{Progress: p}}); err != nil {
 			return err
 		}
@@ -415,5 +529,6 @@ func (s *service) Info(context.Context, *enginev1.InfoRequest) (*enginev1.InfoRe
 	for _, x := range e.running {
 		r.Running = append(r.Running, x.spec.label)
 	}
+	r.RetainedExecutions, r.RetainedBytes = uint32(len(e.retained)), uint64(e.retainedBytes)
 	return r, nil
 }

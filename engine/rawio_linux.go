@@ -241,12 +241,21 @@ func (s *rawSocket) write(fd uintptr) bool {
 	return true
 }
 
-// peekClosed says, without blocking, whether the socket fd was closed by
-// its peer or holds bytes nobody asked for: a one-byte MSG_PEEK that does
-// not wait. Anything but "would block" (bytes, end of stream, an error)
-// means the connection must not carry a request.
-func peekClosed(fd uintptr, b *[1]byte) bool {
-	_, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+// peekIdle is peekIdle of the socket.
+func (s *rawSocket) peekIdle(b *[1]byte) idleState { return peekIdle(s.fd, b) }
+
+// peekIdle says, without blocking, what the socket fd of an idle
+// connection holds: a one-byte MSG_PEEK that does not wait. Anything but
+// "would block" (bytes, end of stream, an error) means the connection
+// must not carry a request.
+func peekIdle(fd uintptr, b *[1]byte) idleState {
+	n, _, errno := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
 		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
-	return errno != syscall.EAGAIN && errno != syscall.EINTR
+	switch {
+	case errno == syscall.EAGAIN || errno == syscall.EINTR:
+		return idleOpen
+	case errno == 0 && n > 0:
+		return idleStray
+	}
+	return idleClosed
 }

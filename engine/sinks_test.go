@@ -20,11 +20,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/internal/runca"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -143,27 +144,59 @@ func TestMetricElement(t *testing.T) {
 }
 
 func TestParseFlags(t *testing.T) {
+	// plain are the control-plane flags every run needs when it is not
+	// the case under test.
+	plain := []string{"--insecure-plaintext", "--allow-targets", "*"}
+	with := func(args ...string) []string { return append(append([]string(nil), plain...), args...) }
+	def := RunOptions{Listen: "127.0.0.1:8443", MaxConcurrentExecutions: 16, ShutdownTimeout: 25 * time.Second,
+		Retention: time.Hour, RetainBytes: 64 << 20, GCPercent: 25, MemoryLimitMiB: 64, InsecurePlaintext: true, AllowTargets: "*"}
 	tests := []struct {
 		args []string
 		want RunOptions
 		code int // -1: no error
 	}{
-		{args: nil, want: RunOptions{Listen: "127.0.0.1:8443", MaxConcurrentExecutions: 16, ShutdownTimeout: 25 * time.Second}, code: -1},
-		{args: []string{"--listen", "0.0.0.0:9000", "--max-concurrent-executions", "4", "--backend-name", "node-a"},
-			want: RunOptions{Listen: "0.0.0.0:9000", MaxConcurrentExecutions: 4, BackendName: "node-a", ShutdownTimeout: 25 * time.Second}, code: -1},
-		{args: []string{"--version"}, want: RunOptions{Listen: "127.0.0.1:8443", MaxConcurrentExecutions: 16, ShutdownTimeout: 25 * time.Second, PrintVersion: true}, code: -1},
-		{args: []string{"--max-concurrent-executions", "0"}, code: cli.ExitUsage},
-		{args: []string{"--listen", "nope"}, code: cli.ExitUsage},
-		{args: []string{"--no-such-flag"}, code: cli.ExitUsage},
-		{args: []string{"extra"}, code: cli.ExitUsage},
+		{args: plain, want: def, code: -1},
+		{args: with("--listen", "0.0.0.0:9000", "--max-concurrent-executions", "4", "--backend-name", "node-a", "--retention", "10m", "--retain-bytes", "1048576"),
+			want: RunOptions{Listen: "0.0.0.0:9000", MaxConcurrentExecutions: 4, BackendName: "node-a", ShutdownTimeout: 25 * time.Second,
+				Retention: 10 * time.Minute, RetainBytes: 1 << 20, GCPercent: 25, MemoryLimitMiB: 64, InsecurePlaintext: true, AllowTargets: "*"}, code: -1},
+		{args: with("--version"), want: func() RunOptions { o := def; o.PrintVersion = true; return o }(), code: -1},
+		{args: with("--gc-percent", "50", "--memory-limit-mib", "0"),
+			want: func() RunOptions { o := def; o.GCPercent, o.MemoryLimitMiB = 50, 0; return o }(), code: -1},
+		{args: []string{"--tls-cert", "e.crt", "--tls-key", "e.key", "--client-ca", "ca.crt", "--allow-targets", "10.0.0.0/8, svc.ns.mesh", "--health-listen", "0.0.0.0:8444"},
+			want: func() RunOptions {
+				o := def
+				o.InsecurePlaintext, o.TLSCert, o.TLSKey, o.ClientCA = false, "e.crt", "e.key", "ca.crt"
+				o.AllowTargets, o.HealthListen = "10.0.0.0/8, svc.ns.mesh", "0.0.0.0:8444"
+				return o
+			}(), code: -1},
+		{args: with("--retention", "0s"), code: cli.ExitUsage},
+		{args: with("--retain-bytes", "-1"), code: cli.ExitUsage},
+		{args: with("--gc-percent", "0"), code: cli.ExitUsage},
+		{args: with("--memory-limit-mib", "-1"), code: cli.ExitUsage},
+		{args: with("--max-concurrent-executions", "0"), code: cli.ExitUsage},
+		{args: with("--listen", "nope"), code: cli.ExitUsage},
+		{args: with("--health-listen", "nope"), code: cli.ExitUsage},
+		{args: with("--no-such-flag"), code: cli.ExitUsage},
+		{args: with("extra"), code: cli.ExitUsage},
+		// Neither mTLS files nor an explicit plaintext: refused.
+		{args: []string{"--allow-targets", "*"}, code: cli.ExitUsage},
+		{args: []string{"--allow-targets", "*", "--tls-cert", "e.crt", "--tls-key", "e.key"}, code: cli.ExitUsage},
+		{args: with("--tls-cert", "e.crt", "--tls-key", "e.key", "--client-ca", "ca.crt"), code: cli.ExitUsage},
+		// No allowlist, or a bad one: refused.
+		{args: []string{"--insecure-plaintext"}, code: cli.ExitUsage},
+		{args: []string{"--insecure-plaintext", "--allow-targets", "10.0.0.1/8"}, code: cli.ExitUsage},
 		{args: []string{"--help"}, code: cli.ExitOK},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
 		got, err := parseFlags(tt.args, &stderr)
 		if tt.code == -1 {
+			allow := got.Allow
+			got.Allow = nil
 			if err != nil || got != tt.want {
 				t.Errorf("parseFlags(%q) = %+v, %v; want %+v", tt.args, got, err, tt.want)
+			} else if want, _ := ParseAllowlist(tt.want.AllowTargets); allow == nil || allow.String() != want.String() {
+				t.Errorf("parseFlags(%q) allowlist %v, want %v", tt.args, allow, want)
 			}
 			continue
 		}
@@ -173,7 +206,8 @@ func TestParseFlags(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	_, _ = parseFlags([]string{"--help"}, &stderr)
-	for _, want := range []string{"LISTEN <address>", "-listen", "-max-concurrent-executions", "-backend-name", "-shutdown-timeout", "-version"} {
+	for _, want := range []string{"LISTEN <address>", "HEALTH <address>", "-listen", "-max-concurrent-executions", "-backend-name", "-shutdown-timeout", "-gc-percent", "-memory-limit-mib", "-version",
+		"-tls-cert", "-tls-key", "-client-ca", "-insecure-plaintext", "-allow-targets", "-health-listen"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, stderr.String())
 		}
@@ -188,7 +222,9 @@ func TestRunStopsOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, []string{"--listen", "127.0.0.1:0"}, pw, &bytes.Buffer{}) }()
+	go func() {
+		done <- Run(ctx, []string{"--listen", "127.0.0.1:0", "--insecure-plaintext", "--allow-targets", "*"}, pw, &bytes.Buffer{})
+	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "LISTEN 127.0.0.1:") {
 		t.Fatalf("first stdout line %q, %v", line, err)
@@ -212,7 +248,11 @@ func TestIntegrationSIGTERM(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--backend-name", "node-a")
+	// The binary as the chart and soak local start it: mTLS with the
+	// run's files, targets on loopback only.
+	run := newRunTLS(t)
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--backend-name", "node-a", "--allow-targets", "127.0.0.1",
+		"--tls-cert", run.file(runca.EngineCertFile), "--tls-key", run.file(runca.EngineKeyFile), "--client-ca", run.file(runca.CAFile))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +279,7 @@ func TestIntegrationSIGTERM(t *testing.T) {
 		_, _ = w.Write([]byte("ok"))
 	}))
 	t.Cleanup(srv.Close)
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(run.client(t))))
 	if err != nil {
 		t.Fatal(err)
 	}

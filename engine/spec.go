@@ -47,18 +47,30 @@ const (
 // spec is a validated ExecuteRequest with everything the hot path needs
 // prepared: the request bytes, the dial address, the TLS config.
 type spec struct {
-	id, label   string
-	addr        string // host:port to dial
-	tls         *tls.Config
-	request     []byte // the whole serialised request
-	head        bool
-	pacer       pacer.Pacer
-	workers     int
-	start       time.Time // wall clock instant of request 0
+	id, label string
+	runID     string
+	host      string // the URL's host, for the allowlist
+	addr      string // host:port to dial
+	tls       *tls.Config
+	request   []byte // the whole serialised request
+	head      bool
+	pacer     pacer.Pacer
+	workers   int
+	start     time.Time // wall clock instant of request 0
+	// first is the index of each worker's first request: the first due
+	// at or after start_offset (0 without one). Requests before it are
+	// not this execution's.
+	first       uint64
 	openLoop    bool
 	connections int
 	maxPending  int
 	timeout     time.Duration
+	// requestTimeout bounds each response from its request's write; 0:
+	// none.
+	requestTimeout time.Duration
+	// maxLateness: a request due longer ago than this when the pacer
+	// reaches it is dropped, not sent; 0: none.
+	maxLateness time.Duration
 	progress    time.Duration
 	stats       *statsSpec
 	// The timeline: bucket width, bucket count, failure sample budget.
@@ -86,6 +98,7 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 	s := &spec{
 		id:          req.GetExecutionId(),
 		label:       req.GetLabel(),
+		runID:       req.GetRunId(),
 		openLoop:    req.GetOpenLoop(),
 		connections: int(req.GetConnections()),
 		maxPending:  int(req.GetMaxPendingRequests()),
@@ -147,6 +160,13 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 	} else if s.timeout <= 0 {
 		errs = append(errs, fieldErr("timeout", "must be positive"))
 	}
+	// Both off by default, as in the older stack, which had neither.
+	if s.requestTimeout, err = durationField("request_timeout", req.GetRequestTimeout(), 0); err != nil {
+		errs = append(errs, err)
+	}
+	if s.maxLateness, err = durationField("max_lateness", req.GetMaxLateness(), 0); err != nil {
+		errs = append(errs, err)
+	}
 	s.progress, err = durationField("progress_interval", req.GetProgressInterval(), 0)
 	if err != nil {
 		errs = append(errs, err)
@@ -158,14 +178,23 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 		errs = append(errs, err)
 	}
 
-	// Start time.
+	offset, err := parseOffset(req, s.pacer)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if s.pacer.Planned() > 0 {
+		s.first = s.pacer.Before(offset)
+	}
+
+	// Start time. The window applies to where the execution takes up the
+	// schedule: a rejoining engine's start_time is the stage's, long past.
 	s.start = now
 	if ts := req.GetStartTime(); ts != nil {
 		if err := ts.CheckValid(); err != nil {
 			errs = append(errs, fieldErr("start_time", "%v", err))
 		} else {
 			s.start = ts.AsTime()
-			if ago := now.Sub(s.start); ago > maxStartPast {
+			if ago := now.Sub(s.start.Add(offset)); ago > maxStartPast {
 				errs = append(errs, fieldErr("start_time", "%s is %v in the past (more than %v)", s.start.Format(time.RFC3339Nano), ago.Round(time.Millisecond), maxStartPast))
 			} else if ahead := s.start.Sub(now); ahead > maxStartAhead {
 				errs = append(errs, fieldErr("start_time", "%s is %v ahead (more than %v)", s.start.Format(time.RFC3339Nano), ahead.Round(time.Second), maxStartAhead))
@@ -187,6 +216,7 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 				port = "443"
 			}
 		}
+		s.host = host
 		s.addr = net.JoinHostPort(host, port)
 		if u.Scheme == "https" {
 			cfg, err := tlsConfig(req.GetTls(), host)
@@ -236,6 +266,28 @@ func parseTimeline(req *enginev1.ExecuteRequest, s *spec) error {
 	}
 	return errors.Join(errs...)
 }
+
+// parseOffset reads start_offset: not negative, and before the due time
+// of the last planned request of p (a schedule with nothing left to send
+// is no execution). 0 when unset or when p is not valid.
+func parseOffset(req *enginev1.ExecuteRequest, p pacer.Pacer) (time.Duration, error) {
+	offset, err := durationField("start_offset", req.GetStartOffset(), 0)
+	switch {
+	case err != nil:
+		return 0, err
+	case offset < 0:
+		return 0, fieldErr("start_offset", "must not be negative, not %v", offset)
+	case offset == 0 || p.Planned() == 0:
+		return 0, nil
+	case offset > p.Last():
+		return 0, fieldErr("start_offset", "%v is past the last request's due time %v: nothing of the schedule is left", offset, p.Last())
+	}
+	return offset, nil
+}
+
+// planned is how many requests the execution plans: each worker's from
+// its first on.
+func (s *spec) planned() uint64 { return (s.pacer.Planned() - s.first) * uint64(s.workers) }
 
 // joinLines joins problems with "; " so a status message stays one line.
 func joinLines(errs []error) string {

@@ -25,6 +25,8 @@ const (
 	cConnTimeout
 	cOverflow
 	cInflightLost
+	cRequestTimeout
+	cLateDropped
 	cConnLocal
 	cConnRemote
 	cResetsBeforeHeaders
@@ -35,6 +37,7 @@ const (
 	cResetLocal
 	cResetOverflow
 	cLateSends
+	cConnProtocol
 	numCounters
 )
 
@@ -50,6 +53,8 @@ var counterNames = [numCounters]string{
 	cConnTimeout:          record.PoolFailureTimeout,
 	cOverflow:             record.PoolOverflow,
 	cInflightLost:         record.InflightLost,
+	cRequestTimeout:       record.RequestTimeout,
+	cLateDropped:          record.LateDropped,
 	cConnLocal:            record.PoolFailureLocal,
 	cConnRemote:           record.PoolFailureRemote,
 	cResetsBeforeHeaders:  record.ResetsBeforeHeaders,
@@ -60,6 +65,7 @@ var counterNames = [numCounters]string{
 	cResetLocal:           record.StreamResetsPrefix + record.ReasonLocalReset,
 	cResetOverflow:        record.StreamResetsPrefix + record.ReasonOverflow,
 	cLateSends:            record.LateSends,
+	cConnProtocol:         record.ConnectionProtocolError,
 }
 
 // counterSet is a snapshot of counters.
@@ -86,7 +92,7 @@ func (c *counterSet) toMap() map[string]uint64 {
 // outcomes sums the outcome classes.
 func (c *counterSet) outcomes() uint64 {
 	var n uint64
-	for i := cHTTP1xx; i <= cInflightLost; i++ {
+	for i := cHTTP1xx; i <= cLateDropped; i++ {
 		n += c[i]
 	}
 	return n
@@ -224,6 +230,17 @@ func (s *workerStats) fail(f failSample) {
 	b := s.tl.fail(&f)
 	s.sampleLocked(b, f)
 	s.tl.done(b)
+	s.mu.Unlock()
+}
+
+// stray counts bytes a connection received while no request was in
+// flight, in the counters and in the bucket of the request due at due,
+// which is still pending (it is about to be sent, or its answer was just
+// read and is not yet counted), so the bucket is open.
+func (s *workerStats) stray(due int64) {
+	s.inc(cConnProtocol)
+	s.mu.Lock()
+	s.tl.get(bucketOf(due, s.tl.width)).counts[cConnProtocol]++
 	s.mu.Unlock()
 }
 

@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/engine/pacer"
@@ -293,23 +296,47 @@ type timeline struct {
 	mu      sync.Mutex
 	slots   []slot
 	extras  []uint64 // packed (id, count) of the slots' other counters
+	xrefs   []xref   // where each slot with extras has them, by index
 	order   []uint32 // final buckets in the order they became final
-	sentB   int      // order[:sentB] were streamed
 	partial map[uint32]*openBucket
 	pool    []*openBucket
 	samples []failSample
-	sentS   int
 }
 
-// slot is a final bucket in 24 bytes: its 2xx count and latency summary,
-// and its other non-zero counters as a run of extras.
+// cursor is how far one stream of an execution has sent its timeline:
+// order[:b] and samples[:s]. Each stream (Execute's, and each Attach)
+// owns its own, so a stream that breaks takes nothing from the next.
+type cursor struct{ b, s int }
+
+// slot is a final bucket in 16 bytes (and 4 more in order), the
+// timeline's cost per bucket for the execution's life (8 h 30 min at 1 s is 30,600 of them): its 2xx
+// count and latency summary, and how many other non-zero counters it has.
+// Those are a run of extras, found through xrefs, so a bucket with 2xx
+// only (nearly all of a clean soak) pays for no offset. The exact latency
+// max is 48 bits wide (78 hours; a latency beyond histMax is kept as
+// histMax).
 type slot struct {
-	max      int64  // latency, ns
 	ok       uint32 // benchmark.http_2xx, the latency count
-	xoff     uint32 // extras[xoff : xoff+nx]
+	maxLo    uint32 // latency max, ns: maxLo | maxHi<<32
+	maxHi    uint16
 	p50, p99 uint16 // latency steps (latCode)
-	nx       uint8
-	final    bool
+	nx       uint8  // extras of the bucket
+	flags    uint8  // slotFinal
+}
+
+// xref finds the extras of bucket idx: extras[off : off+nx].
+type xref struct{ idx, off uint32 }
+
+// Flags of a slot.
+const (
+	slotFinal = 1 << iota
+)
+
+func (s *slot) max() int64 { return int64(s.maxLo) | int64(s.maxHi)<<32 }
+
+func (s *slot) setMax(v int64) {
+	v = min(max(v, 0), histMax)
+	s.maxLo, s.maxHi = uint32(v), uint16(v>>32)
 }
 
 // Extras ids beyond the counters.
@@ -384,12 +411,13 @@ func (t *timeline) contribute(b *openBucket) {
 // finalize keeps b as its final slot. t.mu is held.
 func (t *timeline) finalize(b *openBucket) {
 	s := &t.slots[b.idx]
-	if s.final {
+	if s.flags&slotFinal != 0 {
 		panic(fmt.Sprintf("engine timeline: bucket %d final twice", b.idx))
 	}
-	*s = slot{ok: b.counts[cHTTP2xx], xoff: uint32(len(t.extras)), final: true}
+	*s = slot{ok: b.counts[cHTTP2xx], flags: slotFinal}
+	xoff := uint32(len(t.extras))
 	if b.lat != nil && b.lat.n > 0 {
-		s.max = b.lat.max
+		s.setMax(b.lat.max)
 		s.p50, s.p99 = uint16(b.lat.quantile(50)), uint16(b.lat.quantile(99))
 	}
 	for id, v := range b.counts {
@@ -403,31 +431,61 @@ func (t *timeline) finalize(b *openBucket) {
 	if b.dropped > 0 {
 		t.extras = append(t.extras, packExtra(idDropped, uint64(b.dropped)))
 	}
-	s.nx = uint8(uint32(len(t.extras)) - s.xoff)
+	s.nx = uint8(uint32(len(t.extras)) - xoff)
+	if s.nx > 0 {
+		// Buckets become final nearly in index order: an append, or an
+		// insert near the end.
+		i := len(t.xrefs)
+		for i > 0 && t.xrefs[i-1].idx > b.idx {
+			i--
+		}
+		t.xrefs = slices.Insert(t.xrefs, i, xref{idx: b.idx, off: xoff})
+	}
 	t.order = append(t.order, b.idx)
 }
 
-// take returns up to max of the final buckets and of the samples not yet
-// streamed, marks them streamed, and says whether more are waiting.
-func (t *timeline) take(limit int) ([]*enginev1.Bucket, []*enginev1.FailureSample, bool) {
+// take returns up to limit of the final buckets and of the samples past
+// cur, moves cur past them, and says whether more are waiting.
+func (t *timeline) take(cur *cursor, limit int) ([]*enginev1.Bucket, []*enginev1.FailureSample, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var bs []*enginev1.Bucket
-	for ; t.sentB < len(t.order) && len(bs) < limit; t.sentB++ {
-		bs = append(bs, t.bucketProto(t.order[t.sentB]))
+	for ; cur.b < len(t.order) && len(bs) < limit; cur.b++ {
+		bs = append(bs, t.bucketProto(t.order[cur.b]))
 	}
 	var ss []*enginev1.FailureSample
-	for ; t.sentS < len(t.samples) && len(ss) < limit; t.sentS++ {
-		ss = append(ss, t.sampleProto(&t.samples[t.sentS]))
+	for ; cur.s < len(t.samples) && len(ss) < limit; cur.s++ {
+		ss = append(ss, t.sampleProto(&t.samples[cur.s]))
 	}
-	return bs, ss, t.sentB < len(t.order) || t.sentS < len(t.samples)
+	return bs, ss, cur.b < len(t.order) || cur.s < len(t.samples)
 }
 
-// waiting says whether final buckets or samples wait to be streamed.
-func (t *timeline) waiting() bool {
+// waiting says whether final buckets or samples past cur wait to be
+// streamed.
+func (t *timeline) waiting(cur *cursor) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sentB < len(t.order) || t.sentS < len(t.samples)
+	return cur.b < len(t.order) || cur.s < len(t.samples)
+}
+
+// has says whether cur is within what the timeline holds: a stream may
+// start there.
+func (t *timeline) has(cur cursor) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return cur.b <= len(t.order) && cur.s <= len(t.samples)
+}
+
+// keep drops what only a running execution needs (the merges in progress
+// and their pool) and returns an estimate of the bytes the kept timeline
+// holds: what an ended execution costs the engine while it is retained.
+func (t *timeline) keep() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.partial, t.pool = nil, nil
+	return int64(cap(t.slots))*int64(unsafe.Sizeof(slot{})) +
+		int64(cap(t.extras))*8 + int64(cap(t.xrefs))*int64(unsafe.Sizeof(xref{})) + int64(cap(t.order))*4 +
+		int64(cap(t.samples))*int64(unsafe.Sizeof(failSample{}))
 }
 
 // finals returns every final bucket in index order, streamed or not, and
@@ -437,7 +495,7 @@ func (t *timeline) finals() ([]*enginev1.Bucket, []*enginev1.FailureSample) {
 	defer t.mu.Unlock()
 	var bs []*enginev1.Bucket
 	for k := range t.slots {
-		if t.slots[k].final {
+		if t.slots[k].flags&slotFinal != 0 {
 			bs = append(bs, t.bucketProto(uint32(k)))
 		}
 	}
@@ -455,11 +513,11 @@ func (t *timeline) bucketProto(k uint32) *enginev1.Bucket {
 	if s.ok > 0 {
 		b.Counters = map[string]uint64{record.HTTP2xx: uint64(s.ok)}
 		b.LatencyCount = uint64(s.ok)
-		b.LatencyMaxNs = s.max
-		b.LatencyP50Ns = latValue(int(s.p50), s.max)
-		b.LatencyP99Ns = latValue(int(s.p99), s.max)
+		b.LatencyMaxNs = s.max()
+		b.LatencyP50Ns = latValue(int(s.p50), s.max())
+		b.LatencyP99Ns = latValue(int(s.p99), s.max())
 	}
-	for _, e := range t.extras[s.xoff : s.xoff+uint32(s.nx)] {
+	for _, e := range t.extrasOf(k, s.nx) {
 		id, n := unpackExtra(e)
 		switch id {
 		case idUnsent:
@@ -474,6 +532,19 @@ func (t *timeline) bucketProto(k uint32) *enginev1.Bucket {
 		}
 	}
 	return b
+}
+
+// extrasOf returns the nx extras of final bucket k. t.mu is held.
+func (t *timeline) extrasOf(k uint32, nx uint8) []uint64 {
+	if nx == 0 {
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(t.xrefs, k, func(x xref, k uint32) int { return cmp.Compare(x.idx, k) })
+	if !ok {
+		panic(fmt.Sprintf("engine timeline: bucket %d has %d extras and no xref", k, nx))
+	}
+	off := t.xrefs[i].off
+	return t.extras[off : off+uint32(nx)]
 }
 
 // sampleProto is f on the wire.

@@ -511,9 +511,10 @@ func TestTimelineKept(t *testing.T) {
 	var streamed run
 	streamed.started = &enginev1.Started{BucketWidth: durationpb.New(x.spec.bucketWidth),
 		Buckets: x.spec.buckets, SampleBudget: uint32(x.spec.sampleBudget)}
+	var cur cursor
 	for more := true; more; {
 		var p *enginev1.Progress
-		p, more = x.progress()
+		p, more = x.progress(&cur)
 		streamed.progress = append(streamed.progress, p)
 	}
 	streamed.result = x.result("")
@@ -540,8 +541,8 @@ func TestTimelineKept(t *testing.T) {
 	if allSamples != len(keptSamples) {
 		t.Errorf("%d samples kept, %d streamed", len(keptSamples), allSamples)
 	}
-	// Taken once: nothing more to stream.
-	if bs, ss, more := x.tl.take(maxPerProgress); len(bs)+len(ss) > 0 || more {
+	// Taken once: nothing more to stream past the cursor.
+	if bs, ss, more := x.tl.take(&cur, maxPerProgress); len(bs)+len(ss) > 0 || more {
 		t.Errorf("the timeline streamed again: %d buckets, %d samples", len(bs), len(ss))
 	}
 }
@@ -583,7 +584,14 @@ func TestTimelineSparse(t *testing.T) {
 		if b.Index == 0 || b.Index == 5 {
 			want = 1
 		}
-		if b.Counters[record.HTTP2xx] != want || len(b.Counters) > int(want) {
+		// Late sends depend on the machine's load, not on the engine.
+		others := 0
+		for k := range b.Counters {
+			if k != record.HTTP2xx && k != record.LateSends {
+				others++
+			}
+		}
+		if b.Counters[record.HTTP2xx] != want || others != 0 {
 			t.Errorf("bucket %d: counters %v, want %d 2xx", b.Index, b.Counters, want)
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -231,6 +232,78 @@ func TestExtrasPacking(t *testing.T) {
 	}
 }
 
+// TestSlotMax: a slot keeps a bucket's latency max exactly in 48 bits,
+// up to histMax, as the result's histograms clamp it.
+func TestSlotMax(t *testing.T) {
+	for _, c := range []struct{ in, want int64 }{
+		{0, 0}, {1, 1}, {1<<32 - 1, 1<<32 - 1}, {1 << 32, 1 << 32}, {5_123_456_789, 5_123_456_789},
+		{histMax, histMax}, {histMax + 1, histMax}, {math.MaxInt64, histMax}, {-5, 0},
+	} {
+		var s slot
+		s.setMax(c.in)
+		if got := s.max(); got != c.want {
+			t.Errorf("setMax(%d): max() = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+// TestTakeOutOfOrder: buckets that become final out of index order (one
+// held by a slow request) are each streamed exactly once, in the order
+// they became final, with their own other counters (found through their
+// xrefs), and waiting says whether any is left past the cursor.
+func TestTakeOutOfOrder(t *testing.T) {
+	tl := newTimeline(time.Second, 6, 1, defaultSampleBudget)
+	final := func(ks ...uint32) {
+		for _, k := range ks {
+			var b openBucket
+			b.reset(k)
+			b.counts[cHTTP2xx] = k + 1
+			if k%2 == 1 {
+				b.counts[cLateSends] = 10 + k
+			}
+			tl.contribute(&b)
+		}
+	}
+	var cur cursor
+	take := func(limit int) []uint32 {
+		bs, _, _ := tl.take(&cur, limit)
+		var got []uint32
+		for _, b := range bs {
+			got = append(got, b.GetIndex())
+			k := b.GetIndex()
+			want := map[string]uint64{counterNames[cHTTP2xx]: uint64(k) + 1}
+			if k%2 == 1 {
+				want[counterNames[cLateSends]] = 10 + uint64(k)
+			}
+			if !maps.Equal(b.GetCounters(), want) {
+				t.Errorf("bucket %d counters %v, want %v", k, b.GetCounters(), want)
+			}
+		}
+		return got
+	}
+	final(0, 2, 3)
+	if got := take(maxPerProgress); !slices.Equal(got, []uint32{0, 2, 3}) {
+		t.Fatalf("first take %v, want [0 2 3]", got)
+	}
+	if tl.waiting(&cur) {
+		t.Fatal("waiting after every final bucket was taken")
+	}
+	final(5, 1)
+	if got := take(1); !slices.Equal(got, []uint32{5}) {
+		t.Fatalf("take(1) %v, want [5]", got)
+	}
+	if !tl.waiting(&cur) {
+		t.Fatal("bucket 1 final and not taken, but not waiting")
+	}
+	final(4)
+	if got := take(maxPerProgress); !slices.Equal(got, []uint32{1, 4}) {
+		t.Fatalf("last take %v, want [1 4]", got)
+	}
+	if got := take(maxPerProgress); len(got) != 0 || tl.waiting(&cur) || tl.finalCount() != 6 {
+		t.Fatalf("after all: take %v, waiting %v, final %d", got, tl.waiting(&cur), tl.finalCount())
+	}
+}
+
 // BenchmarkTimelinePerRequest is the timeline's own work for one request
 // answered 2xx, at 50,000 rps in buckets of 1 s: the pacer's mark (a
 // bucket index per request; once a wake, 10 requests here, adding its
@@ -327,6 +400,7 @@ func BenchmarkTimelineBytesPerBucket(b *testing.B) {
 func BenchmarkStreamBucket(b *testing.B) {
 	tl := newTimeline(time.Second, uint32(b.N), 1, defaultSampleBudget)
 	var ob openBucket
+	var cur cursor
 	b.ReportAllocs()
 	b.ResetTimer()
 	for k := range uint32(b.N) {
@@ -336,7 +410,7 @@ func BenchmarkStreamBucket(b *testing.B) {
 			ob.latency().record(int64(500_000 + i*10_000))
 		}
 		tl.contribute(&ob)
-		bs, ss, _ := tl.take(maxPerProgress)
+		bs, ss, _ := tl.take(&cur, maxPerProgress)
 		if _, err := proto.Marshal(&enginev1.Progress{Buckets: bs, FailureSamples: ss}); err != nil {
 			b.Fatal(err)
 		}

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/engine/httpwire"
 )
 
@@ -29,11 +30,6 @@ const (
 	// small beside the millisecond a send may be late before it counts
 	// as late.
 	batchWindow = 200 * time.Microsecond
-	// staleAfter: a connection idle for longer is checked, without
-	// blocking, for a close or unsolicited bytes from the server before it
-	// carries a request; such a connection is replaced, not used. This is
-	// no retry: the request was not written yet.
-	staleAfter = 100 * time.Millisecond
 	// readBufferSize bounds a response line (httpwire); a longer one is
 	// an overflow.
 	readBufferSize = 8 << 10
@@ -124,7 +120,9 @@ func (w *worker) now() int64 { return int64(time.Since(w.base)) }
 func (w *worker) run(abort <-chan struct{}) {
 	p := w.spec.pacer
 	planned := p.Planned()
-	i := uint64(0)
+	// A rejoining engine takes up the schedule where its start_offset
+	// says; the buckets before hold nothing of this execution.
+	i := w.spec.first
 	stopWake := context.AfterFunc(w.ctx, w.sleeper.wake)
 	woke := int64(math.MinInt64 / 2)
 pacing:
@@ -145,7 +143,12 @@ pacing:
 				break
 			}
 			w.markDue(due)
-			if !w.dispatch(due) {
+			if ml := int64(w.spec.maxLateness); ml > 0 && now-due > ml {
+				// Bounded catch-up: a worker this far behind (frozen,
+				// starved of CPU) drops what it owes instead of firing
+				// its backlog at the target.
+				w.stats.fail(failSample{due: due, at: now, class: uint8(cLateDropped), reason: noDetail, phase: noDetail})
+			} else if !w.dispatch(due) {
 				break pacing
 			}
 			w.pm.n++
@@ -346,7 +349,6 @@ func (w *worker) next(c *conn) (int64, int) {
 		w.signalQuietLocked()
 		return 0, actExit
 	}
-	c.idleAt = w.now()
 	w.idle = append(w.idle, c)
 	w.signalRoomLocked()
 	w.signalQuietLocked()
@@ -377,20 +379,39 @@ func (w *worker) signalQuietLocked() {
 }
 
 // drain waits, after the pacer stopped, for what is in flight: up to the
-// timeout, or until abort. Then it closes the pool.
+// timeout, or, once the execution is cancelled (before or during the
+// drain), up to enginev1.CancelDrain from then if that is sooner; or until
+// abort. Then it closes the pool.
 func (w *worker) drain(abort <-chan struct{}) {
 	w.mu.Lock()
 	w.pacerDone = true
 	quiet := w.quietLocked()
 	w.mu.Unlock()
 	if !quiet {
-		t := time.NewTimer(w.spec.timeout)
-		select {
-		case <-w.quiet:
-		case <-t.C:
-			w.expire(false)
-		case <-abort:
-			w.expire(true)
+		end := time.Now().Add(w.spec.timeout)
+		cancelled := w.ctx.Done()
+		if w.ctx.Err() != nil {
+			end, cancelled = minTime(end, time.Now().Add(enginev1.CancelDrain)), nil
+		}
+		t := time.NewTimer(time.Until(end))
+	wait:
+		for {
+			select {
+			case <-w.quiet:
+			case <-t.C:
+				w.expire(false)
+			case <-abort:
+				w.expire(true)
+			case <-cancelled:
+				// Cancelled while draining: the drain ends sooner.
+				cancelled = nil
+				if soon := time.Now().Add(enginev1.CancelDrain); soon.Before(end) {
+					end = soon
+					t.Reset(time.Until(end))
+				}
+				continue wait
+			}
+			break
 		}
 		t.Stop()
 	}
@@ -403,6 +424,13 @@ func (w *worker) drain(abort <-chan struct{}) {
 	w.mu.Unlock()
 	w.dialStop()
 	w.wg.Wait()
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // expire ends the drain: queued requests are lost, and every socket's
@@ -433,7 +461,13 @@ func (w *worker) expire(aborted bool) {
 func (w *worker) failure(c *conn, due int64, err error, headersDone bool) {
 	f := failSample{due: due, at: w.now(), class: uint8(cInflightLost), reason: noDetail, phase: noDetail}
 	c.describe(&f)
-	if !w.expired.Load() {
+	switch {
+	case w.expired.Load():
+	case c.timed && !w.aborted.Load() && errors.Is(err, os.ErrDeadlineExceeded):
+		// The only deadline left is the request's own: expire and abort
+		// move it to the past only after they are noted.
+		f.class = uint8(cRequestTimeout)
+	default:
 		f.class, f.phase = uint8(cResets), uint8(cResetsBeforeHeaders)
 		if headersDone {
 			f.phase = uint8(cResetsIncompleteBody)
@@ -510,17 +544,21 @@ func isRemoteTLS(err error) bool {
 
 // conn is one connection and the goroutine that carries its requests.
 type conn struct {
-	w      *worker
-	nc     net.Conn
-	raw    syscall.RawConn // of the TCP socket, for the stale check
-	rw     io.ReadWriter   // what requests are written to and read from
-	rs     *rawSocket      // rw when it is a plain TCP socket, else nil
-	br     *bufio.Reader
-	jobs   chan int64
-	resp   httpwire.Response
-	idleAt int64
-	peek   [1]byte
-	stale  bool
+	w     *worker
+	nc    net.Conn
+	raw   syscall.RawConn // of the TCP socket, for the stale check
+	rw    io.ReadWriter   // what requests are written to and read from
+	rs    *rawSocket      // rw when it is a plain TCP socket, else nil
+	br    *bufio.Reader
+	jobs  chan int64
+	resp  httpwire.Response
+	peek  [1]byte
+	stale bool
+	// timed: the request in flight has a deadline (request_timeout).
+	timed bool
+	// peekFn and peeked: checkIdle's callback and what it saw.
+	peekFn func(fd uintptr) bool
+	peeked idleState
 
 	// What a failure sample says of the connection: its peer, when it
 	// was made (an offset from the start), and the requests it carried.
@@ -575,6 +613,15 @@ func (w *worker) connLoop(due int64) {
 	defer w.wg.Done()
 	c := &conn{w: w, jobs: make(chan int64, 1), wake: make(chan struct{}, 1)}
 	for {
+		if c.nc != nil && c.carried > 0 {
+			// A connection that carried a request is checked, without
+			// blocking, before it carries the next: one the server
+			// closed is replaced (no retry: the request was not written
+			// yet), and one that received bytes while no request was in
+			// flight is closed and the bytes counted, never read as the
+			// next request's answer.
+			c.checkIdle(due)
+		}
 		if c.nc == nil && !c.dial(due) {
 			next, act := w.next(c)
 			if act != actWork {
@@ -595,6 +642,7 @@ func (w *worker) connLoop(due int64) {
 			c.drop()
 			return
 		}
+		c.returnReader(false)
 		d, ok := <-c.jobs
 		if !ok {
 			w.mu.Lock()
@@ -604,9 +652,6 @@ func (w *worker) connLoop(due int64) {
 			return
 		}
 		due = d
-		if time.Duration(w.now()-c.idleAt) > staleAfter && c.closedByPeer() {
-			c.drop()
-		}
 	}
 }
 
@@ -658,12 +703,32 @@ func (c *conn) dial(due int64) bool {
 			c.rw, c.rs = rs, rs
 		}
 	}
+	return true
+}
+
+// readers lend a connection its response reader (readBufferSize bytes)
+// while it carries requests: an idle connection holds none. A worker keeps
+// the connections its busiest moment needed, and at the soak's low rates
+// nearly all of them are idle nearly all the time.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufferSize) }}
+
+// borrowReader gives c a response reader on its socket, if it has none.
+func (c *conn) borrowReader() {
 	if c.br == nil {
-		c.br = bufio.NewReaderSize(c.rw, readBufferSize)
-	} else {
+		c.br = readers.Get().(*bufio.Reader)
 		c.br.Reset(c.rw)
 	}
-	return true
+}
+
+// returnReader gives c's reader back when c has no use for it: it holds
+// no byte (an idle connection's unsolicited bytes stay, for closedByPeer
+// to see), or the socket is gone (force).
+func (c *conn) returnReader(force bool) {
+	if c.br != nil && (force || c.br.Buffered() == 0) {
+		c.br.Reset(nil)
+		readers.Put(c.br)
+		c.br = nil
+	}
 }
 
 // roundTrip writes the request due at due on the connection in hand since
@@ -674,6 +739,10 @@ func (c *conn) roundTrip(due, inHand int64) bool {
 	if c.rs != nil {
 		c.deferred = c.rs.canDefer() && w.deferOn.Load()
 		c.rs.setDefer(c.deferred)
+	}
+	c.borrowReader()
+	if rt := w.spec.requestTimeout; rt > 0 {
+		c.armTimeout(rt)
 	}
 	if _, err := c.rw.Write(w.spec.request); err != nil {
 		w.failure(c, due, err, false)
@@ -694,9 +763,36 @@ func (c *conn) roundTrip(due, inHand int64) bool {
 		w.failure(c, due, err, c.resp.HeadersDone)
 		return false
 	}
+	if c.br.Buffered() > 0 {
+		// Bytes after the response's end, in the same read: nobody
+		// asked for them. The response is an answer; the connection
+		// is closed.
+		w.stats.stray(due)
+		w.stats.response(c.resp.StatusCode, due, end, inHand, c)
+		c.carried++
+		return false
+	}
+	if c.timed {
+		// An idle connection keeps no deadline: the stale check reads it.
+		c.timed = false
+		_ = c.nc.SetDeadline(time.Time{})
+	}
 	w.stats.response(c.resp.StatusCode, due, end, inHand, c)
 	c.carried++
 	return !c.resp.Close
+}
+
+// armTimeout bounds the request about to be written on c and its response
+// to rt from now. A drain that ended (expire) moves every deadline to the
+// past after noting it, so the deadline set here is put back in the past
+// when the drain ended meanwhile, never left to outlast it.
+func (c *conn) armTimeout(rt time.Duration) {
+	w := c.w
+	c.timed = true
+	_ = c.nc.SetDeadline(time.Now().Add(rt))
+	if w.expired.Load() || w.aborted.Load() {
+		_ = c.nc.SetDeadline(aLongTimeAgo)
+	}
 }
 
 // describe fills in what a failure sample says of c, the connection the
@@ -706,22 +802,51 @@ func (c *conn) describe(f *failSample) {
 	f.age = max(f.at-c.since, 0)
 }
 
-// closedByPeer checks, without blocking, whether an idle connection was
-// closed by the server or received bytes nobody asked for; either way it
-// must not carry a request.
-func (c *conn) closedByPeer() bool {
-	if c.br.Buffered() > 0 {
-		return true
+// What an idle connection holds (peekIdle).
+type idleState uint8
+
+const (
+	idleOpen   idleState = iota // nothing: it may carry a request
+	idleClosed                  // end of stream or an error
+	idleStray                   // bytes nobody asked for
+)
+
+// checkIdle checks, without blocking, whether the idle connection c was
+// closed by the server or received bytes while no request was in flight,
+// and drops it if so. Stray bytes on a plain-HTTP connection are counted
+// (benchmark.connection_protocol_error) in the bucket of the request due
+// at due, the one about to be sent. Over TLS they are not: the server may
+// send records between requests (session tickets, close_notify) that the
+// TLS layer, not HTTP, reads.
+func (c *conn) checkIdle(due int64) {
+	st := idleOpen
+	if c.br != nil && c.br.Buffered() > 0 {
+		st = idleStray
+	} else if c.rs != nil {
+		// A plain TCP socket read with raw system calls: peek at it
+		// the same way, without the runtime's system-call bookkeeping
+		// (see rawSocket). Only this goroutine closes it.
+		st = c.rs.peekIdle(&c.peek)
+	} else if c.raw != nil {
+		if c.peekFn == nil {
+			// Bound once: a closure made per call would be an
+			// allocation per request.
+			c.peekFn = func(fd uintptr) bool {
+				c.peeked = peekIdle(fd, &c.peek)
+				return true
+			}
+		}
+		c.peeked = idleOpen
+		_ = c.raw.Read(c.peekFn)
+		st = c.peeked
 	}
-	if c.raw == nil {
-		return false
+	if st == idleOpen {
+		return
 	}
-	closed := false
-	_ = c.raw.Read(func(fd uintptr) bool {
-		closed = peekClosed(fd, &c.peek)
-		return true
-	})
-	return closed
+	if st == idleStray && c.w.spec.tls == nil {
+		c.w.stats.stray(due)
+	}
+	c.drop()
 }
 
 // drop unregisters and closes the socket, if any. Only c's goroutine
@@ -737,5 +862,7 @@ func (c *conn) drop() {
 	c.nc = nil
 	w.mu.Unlock()
 	c.raw, c.rw, c.rs = nil, nil, nil
+	c.timed = false
+	c.returnReader(true)
 	_ = nc.Close()
 }

@@ -49,37 +49,10 @@ const maxUnattributedLines = 20
 // PlantedFault is the fault kind whose failures stay unattributed.
 const PlantedFault = "target-fail"
 
-// LiveFailures is what the gate keeps of a live record: the failure
-// samples and the buckets that dropped some, of the last run in it.
-type LiveFailures struct {
-	// Samples are the sample lines.
-	Samples []record.SampleLine
-	// Dropped are the bucket lines with samples_dropped above 0.
-	Dropped []record.BucketLine
-	// Skipped and Unknown count the lines ScanLive skipped.
-	Skipped, Unknown int
-}
-
 // ReadLiveFailures reads a live record line by line, keeping only the
 // failures of its last run (a head line starts a run).
 func ReadLiveFailures(r io.Reader) (*LiveFailures, error) {
-	lf := &LiveFailures{}
-	sc, err := record.ScanLive(r, func(l record.LiveLine) error {
-		switch {
-		case l.Head != nil:
-			*lf = LiveFailures{}
-		case l.Sample != nil:
-			lf.Samples = append(lf.Samples, *l.Sample)
-		case l.Bucket != nil && l.Bucket.SamplesDropped > 0:
-			lf.Dropped = append(lf.Dropped, *l.Bucket)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	lf.Skipped, lf.Unknown = len(sc.Skipped), len(sc.Unknown)
-	return lf, nil
+	return ReadLiveRecord(r, false)
 }
 
 // Attribution is what the gate says of the failures against the rolls and
@@ -171,13 +144,18 @@ type FailureLine struct {
 // failure is one sample or one bucket's dropped failures, placed in time.
 type failure struct {
 	target, node string
-	// points are the times a sample falls in a bracket by: its outcome
-	// and its due time; span is a dropped bucket's [start, end).
-	points []time.Time
-	span   [2]time.Time
+	// label is its execution's label.
+	label string
+	// sample is the index of a sample in the live record, -1 for a
+	// dropped bucket.
+	sample int
+	// A sample falls in a bracket by its outcome or its due time (those
+	// that parsed); a dropped bucket by its span [start, end).
+	due, outcome     time.Time
+	dueOK, outcomeOK bool
+	span             [2]time.Time
 	// at is its time in a window: a sample's outcome, a bucket's start.
 	at      time.Time
-	sample  *record.SampleLine
 	dropped uint64
 }
 
@@ -192,16 +170,11 @@ func meets(from, to, begin, end time.Time, settle time.Duration) bool {
 }
 
 // falls says whether f falls in the bracket [begin, end+settle].
-func (f failure) falls(begin, end time.Time, settle time.Duration) bool {
-	if f.sample == nil {
+func (f *failure) falls(begin, end time.Time, settle time.Duration) bool {
+	if f.sample < 0 {
 		return meets(f.span[0], f.span[1], begin, end, settle)
 	}
-	for _, t := range f.points {
-		if in(t, begin, end, settle) {
-			return true
-		}
-	}
-	return false
+	return f.outcomeOK && in(f.outcome, begin, end, settle) || f.dueOK && in(f.due, begin, end, settle)
 }
 
 // attribute sets the live record's failures against the rolls and faults.
@@ -232,13 +205,15 @@ func (g *grader) attribute(execs []record.Entry) *Attribution {
 	}
 	byTarget := map[string]*Unattributed{}
 	var order []string
-	for _, f := range g.failures(live, targetOf) {
+	failures := g.failures(live, targetOf)
+	for i := range failures {
+		f := &failures[i]
 		excused := false
 		for _, bs := range [][]Bracket{a.Rolls, a.Faults} {
 			for i := range bs {
 				b := &bs[i]
 				if b.covers(f) && f.falls(b.begin, b.end, settle) {
-					b.add(f)
+					b.add(f, live)
 					excused = excused || !b.Planted
 				}
 			}
@@ -252,7 +227,7 @@ func (g *grader) attribute(execs []record.Entry) *Attribution {
 			byTarget[f.target] = u
 			order = append(order, f.target)
 		}
-		u.add(f)
+		u.add(f, live)
 	}
 	for i := range a.Rolls {
 		a.Rolls[i].finish()
@@ -306,37 +281,34 @@ func (g *grader) failures(live *LiveFailures, targetOf map[string]string) []fail
 		}
 		return labelTarget(label)
 	}
-	node := func(addr, name string) string {
-		if n := g.node(addr); n != addr || name == "" {
-			return n
-		}
-		return name
+	node := g.nodeNamed
+	// Target and node per series, not per sample.
+	type who struct{ label, target, node string }
+	whos := make([]who, len(live.series))
+	for i, k := range live.series {
+		label := live.str(k.label)
+		whos[i] = who{label, target(label), node(live.str(k.backend), live.str(k.name))}
 	}
-	var out []failure
-	for i := range live.Samples {
-		s := &live.Samples[i]
-		f := failure{target: target(s.Label), node: node(s.Backend, s.BackendName), sample: s}
-		due, derr := time.Parse(time.RFC3339, s.Due)
-		outc, oerr := time.Parse(time.RFC3339, s.Outcome)
-		if oerr == nil {
-			f.points, f.at = append(f.points, outc), outc
-		}
-		if derr == nil {
-			f.points = append(f.points, due)
-			if oerr != nil {
-				f.at = due
-			}
+	out := make([]failure, 0, len(live.samples)+len(live.dropped))
+	for i := range live.samples {
+		w := whos[live.samples[i].series]
+		f := failure{target: w.target, label: w.label, node: w.node, sample: i}
+		f.due, f.outcome, f.dueOK, f.outcomeOK = live.times(i)
+		switch {
+		case f.outcomeOK:
+			f.at = f.outcome
+		case f.dueOK:
+			f.at = f.due
 		}
 		out = append(out, f)
 	}
-	for _, b := range live.Dropped {
-		f := failure{target: target(b.Label), node: node(b.Backend, b.BackendName), dropped: b.SamplesDropped}
-		if start, err := time.Parse(time.RFC3339, b.Start); err == nil {
-			f.at = start
-			f.span = [2]time.Time{start, start.Add(time.Duration(b.WidthMs) * time.Millisecond)}
-		} else {
-			// A bucket without a time meets no bracket.
-			f.span = [2]time.Time{{}, {}}
+	for _, d := range live.dropped {
+		w := whos[d.series]
+		f := failure{target: w.target, label: w.label, node: w.node, sample: -1, dropped: d.n}
+		// A bucket without a time meets no bracket: its span stays zero.
+		if d.startOK {
+			f.at = d.start
+			f.span = [2]time.Time{d.start, d.start.Add(time.Duration(d.widthMs) * time.Millisecond)}
 		}
 		out = append(out, f)
 	}
@@ -365,23 +337,24 @@ func newFaultBracket(f record.Fault, targets map[string]bool) Bracket {
 }
 
 // covers says whether the bracket's scope holds f's target and node.
-func (b *Bracket) covers(f failure) bool {
+func (b *Bracket) covers(f *failure) bool {
 	return (b.Target == "" || b.Target == f.target) && (b.Node == "" || b.Node == f.node)
 }
 
-func (b *Bracket) add(f failure) {
+func (b *Bracket) add(f *failure, live *LiveFailures) {
 	if b.nodes == nil {
 		b.nodes, b.classes, b.replicas = map[string]uint64{}, map[string]uint64{}, map[string]bool{}
 	}
 	n := f.count()
 	b.Failures += n
 	b.nodes[f.node] += n
-	if f.sample == nil {
+	if f.sample < 0 {
 		b.Dropped += n
 	} else {
-		b.classes[short(f.sample.Class)]++
-		if f.sample.Remote != "" {
-			b.replicas[f.sample.Remote] = true
+		s := &live.samples[f.sample]
+		b.classes[short(live.class(f.sample))]++
+		if s.remote != 0 {
+			b.replicas[live.str(s.remote)] = true
 		}
 	}
 	if f.at.IsZero() {
@@ -409,21 +382,21 @@ func (b *Bracket) finish() {
 	}
 }
 
-func (f failure) count() uint64 {
-	if f.sample == nil {
+func (f *failure) count() uint64 {
+	if f.sample < 0 {
 		return f.dropped
 	}
 	return 1
 }
 
-func (u *Unattributed) add(f failure) {
+func (u *Unattributed) add(f *failure, live *LiveFailures) {
 	u.Failures += f.count()
-	if f.sample == nil {
+	if f.sample < 0 {
 		u.Dropped += f.dropped
 	}
 	u.Nodes = addNode(u.Nodes, f.node, f.count())
-	if f.sample != nil {
-		u.Classes = addClass(u.Classes, short(f.sample.Class))
+	if f.sample >= 0 {
+		u.Classes = addClass(u.Classes, short(live.class(f.sample)))
 	}
 	if len(u.Listed) >= maxUnattributedLines {
 		u.More += f.count()
@@ -433,8 +406,9 @@ func (u *Unattributed) add(f failure) {
 	if !f.at.IsZero() {
 		l.At = record.FormatRollTime(f.at)
 	}
-	if s := f.sample; s != nil {
-		l.Due, l.Class, l.Reason, l.Status, l.Remote = s.Due, short(s.Class), reasonOf(s.Class, s.Reason), s.Status, s.Remote
+	if f.sample >= 0 {
+		s := live.view(f.sample)
+		l.Due, l.Class, l.Reason, l.Status, l.Remote = s.due, short(s.class), reasonOf(s.class, s.reason), s.status, s.remote
 	} else {
 		l.Dropped = f.dropped
 	}
@@ -503,6 +477,10 @@ func (a *Attribution) describe(live *LiveFailures) []string {
 	var notes []string
 	if live != nil && live.Skipped > 0 {
 		notes = append(notes, fmt.Sprintf("the live record has %d line(s) that could not be read (torn or garbage), skipped: a failure they held is in no ROLL, FAULT or UNATTRIBUTED line", live.Skipped))
+	}
+	if live != nil && live.Unknown > 0 {
+		// A newer writer's line type: this gate cannot say what it held.
+		notes = append(notes, fmt.Sprintf("the live record has %d line(s) of a type this gate does not know (a newer writer's), skipped: a failure they held is in no ROLL, FAULT or UNATTRIBUTED line", live.Unknown))
 	}
 	return notes
 }

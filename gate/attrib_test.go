@@ -22,10 +22,10 @@ func TestBracketArithmetic(t *testing.T) {
 	begin, end := at(10_000), at(12_000) // a roll from +10 s to +12 s
 	const settle = 3 * time.Second       // its bracket runs to +15 s
 	sample := func(dueMs, outMs int) failure {
-		return failure{sample: &record.SampleLine{}, points: []time.Time{at(outMs), at(dueMs)}}
+		return failure{due: at(dueMs), outcome: at(outMs), dueOK: true, outcomeOK: true}
 	}
 	bucket := func(startMs, widthMs int) failure {
-		return failure{dropped: 1, span: [2]time.Time{at(startMs), at(startMs + widthMs)}}
+		return failure{sample: -1, dropped: 1, span: [2]time.Time{at(startMs), at(startMs + widthMs)}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -82,7 +82,7 @@ func TestBracketScope(t *testing.T) {
 		{"planted, its target", planted, "svc-1", "node-a", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.b.covers(failure{target: tc.target, node: tc.node}); got != tc.want {
+			if got := tc.b.covers(&failure{target: tc.target, node: tc.node}); got != tc.want {
 				t.Errorf("covers = %v, want %v", got, tc.want)
 			}
 		})
@@ -114,7 +114,7 @@ func TestReadLiveFailuresKeepsTheLastRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lf.Samples) != 1 || lf.Samples[0].Due != "2026-03-02T11:00:01.000Z" || len(lf.Dropped) != 1 || lf.Dropped[0].SamplesDropped != 3 || lf.Skipped != 1 {
+	if lf.sampleCount() != 1 || lf.view(0).due != "2026-03-02T11:00:01.000Z" || len(lf.dropped) != 1 || lf.droppedTotal() != 3 || lf.Skipped != 1 {
 		t.Errorf("kept %+v, want the second run's one sample and one dropping bucket, one line skipped", lf)
 	}
 }
@@ -152,11 +152,7 @@ func FuzzAttribution(f *testing.F) {
 		}
 		v := Grade(Input{Source: src, Backends: 2, Rolls: &rl, Live: lf, Settle: settle})
 		a := v.Attribution
-		var want uint64
-		for _, b := range lf.Dropped {
-			want += b.SamplesDropped
-		}
-		want += uint64(len(lf.Samples))
+		want := lf.droppedTotal() + uint64(lf.sampleCount())
 		var unattributed uint64
 		for _, u := range a.Unattributed {
 			unattributed += u.Failures

@@ -84,6 +84,20 @@ func FuzzGradeReport(f *testing.F) {
 		`{"executions":[{"label":"a","rate":1e30,"duration_ms":9223372036854775807,"started_at":"2026-05-01T08:00:00Z","error":"x"}]}`,
 		`{"executions":[{"label":"s/a","not_run":true},{"label":"s/a","refused":"execution_cap","error":"e","started_at":"2026-05-01T08:00:00Z"}]}`,
 		"<html>", "", "null", "[]",
+		// Hostile numbers: a string rate, a counter twice, a p99 out of
+		// its domain, totals that would wrap at 2^64, a long error.
+		`{"executions":[{"label":"s/a","rate":"9","duration_ms":1000,"started_at":"2026-05-01T08:00:00Z","error":"x"}]}`,
+		`{"executions":[{"label":"s/a","rate":9,"duration_ms":1000,"started_at":"2026-05-01T08:00:00Z","results":[{"backend":"b","counters":{"benchmark.http_5xx":1,"benchmark.http_5xx":0}}]}]}`,
+		`{"executions":[{"label":"s/a","rate":9,"duration_ms":1000,"started_at":"2026-05-01T08:00:00Z","results":[{"backend":"b","counters":{"benchmark.http_2xx":9},"statistics":{"benchmark_http_client.latency_2xx":{"count":9,"unit":"ns","p99":-1}}}]}]}`,
+		`{"executions":[{"label":"s/a","rate":9,"duration_ms":1000,"started_at":"2026-05-01T08:00:00Z","results":[{"backend":"a","counters":{"benchmark.http_5xx":9223372036854775808}},{"backend":"b","counters":{"benchmark.http_5xx":9223372036854775808}}]}]}`,
+		// A node whose engine restarted: its gap, and gaps no driver
+		// writes (out of order, counts past the planned).
+		`{"executions":[{"label":"s/a","rate":9,"per_backend":true,"duration_ms":1000,"started_at":"2026-05-01T08:00:00Z","backends":["a"],"results":[{"backend":"a","backend_name":"node-b","started_at":"2026-05-01T08:00:00Z","planned":9,"counters":{"benchmark.http_2xx":7},"gap_unsent":[{"from":"2026-05-01T08:00:00.100Z","to":"2026-05-01T08:00:00.300Z","count":2,"why":"engine restarted"}]}]}]}`,
+		`{"executions":[{"label":"s/a","rate":9,"duration_ms":1000,"started_at":"2026-05-01T08:00:00Z","results":[{"backend":"a","planned":1,"counters":{},"gap_unsent":[{"from":"2026-05-01T08:00:05Z","to":"2026-05-01T08:00:06Z","count":18446744073709551615,"why":"` + strings.Repeat("w", 2000) + `"},{"from":"2026-05-01T08:00:06Z","to":"2026-05-01T08:00:06Z","count":1}]}]}]}`,
+		`{"executions":[{"label":"s/a","rate":2,"duration_ms":2000,"started_at":"2026-05-01T08:00:00Z","error":"` + strings.Repeat("e", 5000) + `","results":[{"backend":"a","elapsed_ms":1000,"counters":{"benchmark.http_2xx":4}}]}]}`,
+		// A key twice at the top level; the classes of hostile peers.
+		`{"executions":[],"executions":[` + seedClean + `],"Pass":true}`,
+		`{"executions":[{"label":"s/a","rate":9,"duration_ms":1000,"started_at":"2026-05-01T08:00:00Z","results":[{"backend":"b","planned":9,"counters":{"benchmark.http_2xx":5,"benchmark.request_timeout":2,"benchmark.late_dropped":2,"benchmark.connection_protocol_error":1}}]}]}`,
 	} {
 		f.Add([]byte(s))
 	}

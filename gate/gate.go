@@ -44,6 +44,7 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -74,8 +75,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := ctx.Err(); err != nil {
 		return cli.Fail(err)
 	}
-	in, err := Load(opts)
+	in, err := Load(ctx, opts)
 	if err != nil {
+		if ctx.Err() != nil {
+			// A signal ended a read: the input was not judged unusable.
+			return cli.Fail(err)
+		}
 		return cli.Usage(err)
 	}
 	v := Grade(in)
@@ -87,27 +92,51 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Fail(fmt.Errorf("write verdict: %w", err))
 	}
+	if opts.HTML != "" {
+		if err := writeHTMLFile(opts.HTML, in, v); err != nil {
+			// The verdict stands; a page that could not be written is
+			// said, and fails a run that passed.
+			return &cli.ExitError{Code: max(v.ExitCode, cli.ExitFail), Err: err}
+		}
+	}
 	if v.ExitCode != 0 {
 		return cli.Silent(v.ExitCode)
 	}
 	return nil
 }
 
+// writeHTMLFile writes the HTML report atomically: a reader never sees
+// half a page.
+func writeHTMLFile(path string, in Input, v Verdict) error {
+	var text bytes.Buffer
+	if err := WriteText(&text, v, true); err != nil {
+		return fmt.Errorf("write html %s: %w", path, err)
+	}
+	var page bytes.Buffer
+	if err := WriteHTML(&page, in, v, text.String()); err != nil {
+		return fmt.Errorf("write html %s: %w", path, err)
+	}
+	if err := record.WriteFile(path, page.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write html %s: %w", path, err)
+	}
+	return nil
+}
+
 // Load reads every input the options name into an Input. Any error is
 // unusable input.
-func Load(o Options) (Input, error) {
+func Load(ctx context.Context, o Options) (Input, error) {
 	in := Input{Backends: o.Backends, FloorPct: o.floor(), MaxP99: o.MaxP99, Notes: o.notes}
 	var err error
 	if o.Report != "" {
-		in.Source, err = record.ReadReportFile(o.Report)
+		in.Source, err = record.ReadReportFileContext(ctx, o.Report)
 	} else {
-		in.Source, err = record.ReadStreamFile(o.Stream)
+		in.Source, err = record.ReadStreamFileContext(ctx, o.Stream)
 	}
 	if err != nil {
 		return in, err
 	}
 	if o.Shares != "" {
-		if err := readFile(o.Shares, "share table", func(r io.Reader) (err error) {
+		if err := readFile(ctx, o.Shares, "share table", MaxTableBytes, func(r io.Reader) (err error) {
 			in.Shares, err = ReadShares(r)
 			if err == nil && in.Shares == nil {
 				in.Shares = []Share{} // an empty table is no target, not "use the report"
@@ -118,7 +147,7 @@ func Load(o Options) (Input, error) {
 		}
 	}
 	if o.Engines != "" {
-		if err := readFile(o.Engines, "engine list", func(r io.Reader) (err error) {
+		if err := readFile(ctx, o.Engines, "engine list", MaxTableBytes, func(r io.Reader) (err error) {
 			in.Engines, err = ReadEngines(r)
 			return err
 		}); err != nil {
@@ -132,7 +161,7 @@ func Load(o Options) (Input, error) {
 		}
 	}
 	if o.Log != "" {
-		if err := readFile(o.Log, "driver log", func(r io.Reader) (err error) {
+		if err := readFile(ctx, o.Log, "driver log", 0, func(r io.Reader) (err error) {
 			in.Log, err = ReadLog(r)
 			return err
 		}); err != nil {
@@ -140,15 +169,15 @@ func Load(o Options) (Input, error) {
 		}
 		in.LogName = o.Log
 	}
-	return in, loadAttribution(&in, o)
+	return in, loadAttribution(ctx, &in, o)
 }
 
 // loadAttribution reads the rolls and faults and the live record's
 // failures. The live record is the one given, else the report's
 // live_record: as the driver was given it, else beside the report.
-func loadAttribution(in *Input, o Options) error {
+func loadAttribution(ctx context.Context, in *Input, o Options) error {
 	in.Settle = o.Settle
-	if err := loadRolls(in, o.Rolls); err != nil {
+	if err := loadRolls(ctx, in, o.Rolls); err != nil {
 		return err
 	}
 	live := o.Live
@@ -164,8 +193,8 @@ func loadAttribution(in *Input, o Options) error {
 	if live == "" {
 		return nil
 	}
-	return readFile(live, "live record", func(r io.Reader) (err error) {
-		in.Live, err = ReadLiveFailures(r)
+	return readFile(ctx, live, "live record", 0, func(r io.Reader) (err error) {
+		in.Live, err = ReadLiveRecord(r, o.HTML != "")
 		return err
 	})
 }
@@ -174,10 +203,10 @@ func loadAttribution(in *Input, o Options) error {
 // cannot read is a NOTE, and the others are still used: the rolls explain
 // failures, they are not graded. A file that cannot be read at all is
 // unusable input. Files that hold no roll and no fault leave in.Rolls nil.
-func loadRolls(in *Input, paths []string) error {
+func loadRolls(ctx context.Context, in *Input, paths []string) error {
 	all := &record.RollLog{}
 	for _, p := range paths {
-		rl, err := record.ReadRollsFile(p)
+		rl, err := record.ReadRollsFileContext(ctx, p)
 		var le *record.RollLineError
 		switch {
 		case err == nil:
@@ -206,13 +235,35 @@ func findLive(named, report string) string {
 	return ""
 }
 
-func readFile(path, what string, fn func(io.Reader) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", what, err)
+// MaxTableBytes bounds a share table and an engine list, 16 MiB: some
+// hundred thousand lines, far more targets or engines than a run has.
+const MaxTableBytes = 16 << 20
+
+// readFile reads the file at path with fn, through record.OpenInput: the
+// read ends when ctx ends. With max above 0 the file is read whole first
+// and refused when larger; with 0 fn streams it line by line, holding one
+// bounded line at a time.
+func readFile(ctx context.Context, path, what string, max int, fn func(io.Reader) error) error {
+	var r io.Reader
+	if max > 0 {
+		data, err := record.ReadInput(ctx, path, what, max)
+		var tooBig *record.TooLargeError
+		if errors.As(err, &tooBig) {
+			return err // it names the file and the limit
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", what, err)
+		}
+		r = bytes.NewReader(data)
+	} else {
+		f, err := record.OpenInput(ctx, path)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", what, err)
+		}
+		defer f.Close()
+		r = f
 	}
-	defer f.Close()
-	if err := fn(f); err != nil {
+	if err := fn(r); err != nil {
 		return fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	return nil
@@ -251,8 +302,9 @@ A target passes when ALL of these hold:
     lost backend fails the target; the survivors are still judged);
   - every node's counters of the zero-failure set are 0: http_4xx,
     http_5xx, stream_resets*, pool_connection_failure, pool_failure_*,
-    pool_overflow, http_inflight_lost (listed by class and node, never
-    added across classes);
+    pool_overflow, http_inflight_lost, request_timeout, late_dropped,
+    connection_protocol_error (listed by class and node, never added
+    across classes);
   - every node's http_2xx lies within --floor-pct and 200 - --floor-pct
     percent of share x the configured duration (share x (D - T/2) with a
     ramp of T), in exact arithmetic;
@@ -260,11 +312,14 @@ A target passes when ALL of these hold:
     engine), every planned request is accounted for exactly once:
     planned = unsent + http_1xx + ... + http_5xx + stream_resets +
     pool_connection_failure + pool_failure_timeout + pool_overflow +
-    http_inflight_lost, and a node without a failure has http_2xx =
-    planned. No slack: the floor's 1 % exists for the older sortie +
+    http_inflight_lost + request_timeout + late_dropped (+ the counts of
+    its gap_unsent), and a node without a failure has http_2xx = planned
+    (less its gaps' counts). No slack: the floor's 1 % exists for the older sortie +
     Nighthawk stack, whose results carry no planned and are judged by the
     floor alone;
-  - every node's own elapsed time is within 5 % of the planned duration;
+  - every node's own elapsed time is within 5 % of the planned duration,
+    or within one request interval of the node's share (1/share seconds)
+    when that is more: a short run is measured to about its last request;
   - no threshold of the plan failed, and with --max-p99 no node's 2xx p99
     is above it.
 
@@ -277,6 +332,23 @@ Output lines (fields separated by two spaces):
   FAIL  <name>  -- <reason>            a failure of the whole run (a cancelled run, a driver log that
                                        shows skipped executions the report does not)
   LOST  <node> (<address>)  targets=<k>  error: <first error>
+  GAP <node> +<s>s..+<s>s (<why>): <n> requests not sent; <a>/<o> answered 2xx outside it
+        a time the node had no engine (a result's gap_unsent: its engine was
+        lost, one of the same node came back and took up the rest of the
+        schedule; why is "engine restarted"), one line per node summed over
+        its targets: from the earliest start to the latest end, in seconds
+        from the node's started_at (its request 0's due time, one decimal);
+        <n> the requests due in the gap, never sent; <a> the 2xx of the
+        requests due outside it, <o> how many were due outside it (numbers
+        with a comma every three digits: 1,530). Each target's own GAP is
+        among its reasons and its node's. A gap fails the node; the rest of
+        the node is judged as usual against what was due outside the gap
+        (floor, exactness: planned = unsent + outcomes + the gap's count),
+        the other nodes whole
+  DRIVER  gap from=<t> to=<t>  -- <why>
+        a time no driver followed the run (the report's driver_gaps: it was
+        detached or killed, and a driver resumed it); named, not judged: the
+        engines ran on and the counts are whole
   WINDOW  dispatched=<first started_at> ended=<last ended_at> engines_started=<first>..<last>
   ROLL  <ref>  at=<t> end=<t> settle=<s>s  failures=none|<n> [<node>=<n> ...] classes=<class>=<n>,...[ dropped=<n>]  window=<first>..<last> recovery=<s>s  replicas=<ip:port>,...[  -- the roll FAILED: <why>]
   FAULT  <kind>  <subject>  at=<t> end=<t> settle=<s>s  failures=...  (the same fields)[  planted: its failures stay UNATTRIBUTED]
@@ -291,6 +363,8 @@ Output lines (fields separated by two spaces):
         (a stream adds: source=stream skipped_lines=<n> runs=<n>)
 
 Reasons on a FAIL line include:
+  GAP <node> +<s>s..+<s>s (engine restarted): <n> requests not sent; <a>/<o> answered 2xx outside it
+      the target's requests on a node whose engine restarted (see GAP above)
   LOST BACKEND <node> (<address>) [counters reported|returned nothing]
   LOST BACKEND <node> (<address>) at +<s>s, <n> answered 2xx before
       a lost node whose partial result (the driver's count of its timeline)
@@ -299,6 +373,7 @@ Reasons on a FAIL line include:
   failures <class>=<n> [<node>=<n> ...] ...
   driver saturated: <n> request(s) not sent [<node>=<n> ...] (pool_overflow: ...)
   in flight at the end: <n> request(s) with no outcome [<node>=<n> ...] (http_inflight_lost: ...)
+  engine behind: <n> request(s) not sent [<node>=<n> ...] (late_dropped: ...)
   http_2xx below|above <pct>% of the planned <n> on [<node>=<count> ...]
   accounting: <n> outcomes[ + <u> unsent] for <planned> planned on <node> (<d> missing|<d> counted twice)
   not clean: http_2xx <n> != <planned> planned on <node> (<class>=<n> ... unsent=<u>)
@@ -333,12 +408,36 @@ its target wherever it fell. Of a live record holding several runs (a head
 line starts each), the last is read. A ROLLED/FAILED/FAULT line that
 cannot be read is a NOTE and is skipped; the others are still used.
 
+The HTML report (--html FILE) is one self-contained page, written
+atomically after the lines: the verdict and the table per target and node,
+then per target a chart per node of the live record's timeline (2xx per
+second, the failures stacked by class, 2xx latency p50 and p99; long runs
+drawn in columns of several buckets, exact numbers on hover), every roll and
+fault as a band that zooms to it when clicked, unattributed failures as red
+ticks and red rows of the failure samples' table. It fetches nothing (no
+script, no font, no image) and opens with no network. The lines and the
+exit code are the same with it or without; a page that cannot be written
+is an error, and a run that passed then exits 1.
+
 A results stream is appended to and never truncated. Lines that hold no
 execution (a torn or unparseable line) are skipped and counted; the
 execution they held is then missing and fails its target. A label that
 appears again starts a new run in the same file: the LAST run is graded,
 and a NOTE says where it starts. A stream needs --shares, because only the
 share table names executions that never reached it.
+
+Text from the report (an error, a reason, a name) is cut in the text
+lines at 1024 bytes, saying how much more --json holds; --json keeps
+it whole.
+
+Input the gate refuses as unusable (exit 2), naming the file and what is
+wrong: a report or stream over 256 MiB (a report that is not JSON is
+refused at its first bad byte; /dev/zero is not read to its end), a share
+table or engine list over 16 MiB; a rate written as a string, a key
+written twice in one object, a latency statistic in ns outside 0 to 2^63,
+counters of one execution whose sum over the backends does not fit in 64
+bits. In a stream such an execution line is skipped and counted instead.
+A signal ends a read that blocks (a FIFO).
 
 Exit: 0 PASS, 1 FAIL, 2 unusable input (flags, a missing or unreadable
 file, garbage, a report in an older format without started_at or results,

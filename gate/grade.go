@@ -62,11 +62,18 @@ type Verdict struct {
 	RunFailures []RunFailure `json:"run_failures,omitempty"`
 	// Lost lists every backend lost in the run, once.
 	Lost []Lost `json:"lost,omitempty"`
+	// Gaps lists, per node, the times it had no engine, summed over its
+	// targets (each target's is among its reasons).
+	Gaps []NodeGap `json:"gaps,omitempty"`
 	// Attribution sets the failures against the rolls and faults; nil
 	// when the gate was given neither nor a live record.
 	Attribution *Attribution `json:"attribution,omitempty"`
 	// Window is when the run ran.
 	Window Window `json:"window"`
+	// DriverGaps are the report's driver_gaps: the times no driver
+	// followed the run, which a resumed driver went on with. They are
+	// named, not judged: the engines ran on, and the counts are whole.
+	DriverGaps []record.DriverGap `json:"driver_gaps,omitempty"`
 	// Notes say what the gate noticed and did not judge.
 	Notes []string `json:"notes,omitempty"`
 	// Counts are the numbers of the VERDICT line.
@@ -146,6 +153,9 @@ type Node struct {
 	Latency   *Latency `json:"latency,omitempty"`
 	// Failures are the non-zero counters of the zero-failure set.
 	Failures []ClassCount `json:"failures,omitempty"`
+	// Gaps are the times the node had no engine (its result's
+	// gap_unsent); each fails the node by name.
+	Gaps []NodeGap `json:"gaps,omitempty"`
 }
 
 // ClassCount is one counter of the zero-failure set on one node.
@@ -185,6 +195,7 @@ func Grade(in Input) Verdict {
 	g := newGrader(in)
 	v := Verdict{Notes: append([]string(nil), in.Notes...)}
 	src := in.Source
+	v.DriverGaps = src.DriverGaps
 	execs := src.Executions
 
 	// The targets: the share table's, each matched to its executions, or
@@ -263,6 +274,7 @@ func Grade(in Input) Verdict {
 		}
 	}
 	v.Lost = g.lostSummary(execs)
+	v.Gaps = gapSummary(v.Targets)
 	if v.Attribution = g.attribute(execs); v.Attribution != nil {
 		v.Notes = append(v.Notes, v.Attribution.describe(in.Live)...)
 	}
@@ -347,6 +359,16 @@ func newGrader(in Input) *grader {
 
 // node names an engine address: by the engine list, else by the engine's
 // own --backend-name, else by the address itself.
+// nodeNamed is the node of an engine at addr that calls itself name (its
+// --backend-name, "" when it has none): the engine list's name, else the
+// report's, else its own, else the address.
+func (g *grader) nodeNamed(addr, name string) string {
+	if n := g.node(addr); n != addr || name == "" {
+		return n
+	}
+	return name
+}
+
 func (g *grader) node(addr string) string {
 	// An exact entry wins over one that names the whole host.
 	for _, en := range g.in.Engines {
@@ -563,6 +585,15 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 			nr = append(nr, "LOST "+what+": "+oneLine(ns.lost.Error))
 		}
 		if r := ns.result; r != nil {
+			// A gap fails the node by name; the rest of it is judged
+			// as usual, against what was due outside the gap.
+			nd.Gaps = nodeGaps(nd.Node, ns.addr, r)
+			for _, gp := range nd.Gaps {
+				add(gp.Line())
+				nr = append(nr, gp.Line())
+			}
+		}
+		if r := ns.result; r != nil {
 			nd.Answered = true
 			c := r.Counters[record.HTTP2xx]
 			nd.HTTP2xx = c
@@ -585,6 +616,8 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 					nr = append(nr, fmt.Sprintf("driver saturated: %d request(s) not sent [%s=%d]", f.Count, nd.Node, f.Count))
 				case short(record.InflightLost):
 					nr = append(nr, fmt.Sprintf("in flight at the end: %d request(s) with no outcome [%s=%d]", f.Count, nd.Node, f.Count))
+				case short(record.LateDropped):
+					nr = append(nr, fmt.Sprintf("engine behind: %d request(s) not sent [%s=%d]", f.Count, nd.Node, f.Count))
 				default:
 					nr = append(nr, fmt.Sprintf("%s=%d", f.Class, f.Count))
 				}
@@ -605,17 +638,22 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 				// survivors only; a lost node has already failed.
 				if planned != nil {
 					cnt := new(big.Rat).SetUint64(c)
-					lo := pct(planned, g.floor)
-					hi := pct(planned, g.ceiling)
+					own := planned
+					if gap, _ := r.GapCount(); gap > 0 {
+						// What the gap left to send.
+						own = new(big.Rat).Sub(planned, new(big.Rat).SetUint64(gap))
+					}
+					lo := pct(own, g.floor)
+					hi := pct(own, g.ceiling)
 					if cnt.Cmp(lo) < 0 {
 						below = append(below, fmt.Sprintf("%s=%d", nd.Node, c))
-						nr = append(nr, fmt.Sprintf("http_2xx below %s%% of the planned %s", fmtRat(g.floor), fmtRat(planned)))
+						nr = append(nr, fmt.Sprintf("http_2xx below %s%% of the planned %s", fmtRat(g.floor), fmtRat(own)))
 					} else if cnt.Cmp(hi) > 0 {
 						above = append(above, fmt.Sprintf("%s=%d", nd.Node, c))
-						nr = append(nr, fmt.Sprintf("http_2xx above %s%% of the planned %s", fmtRat(g.ceiling), fmtRat(planned)))
+						nr = append(nr, fmt.Sprintf("http_2xx above %s%% of the planned %s", fmtRat(g.ceiling), fmtRat(own)))
 					}
 				}
-				if offPlanned(r.ElapsedMs, e.DurationMs) {
+				if offPlanned(r.ElapsedMs, e.DurationMs, perBackend) {
 					offPlan = append(offPlan, fmt.Sprintf("%s=%ss", nd.Node, fmtMsAsS(r.ElapsedMs)))
 					nr = append(nr, fmt.Sprintf("ran off plan: %ss of %ss", fmtMsAsS(r.ElapsedMs), fmtMsAsS(e.DurationMs)))
 				}
@@ -712,10 +750,10 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 	if len(silent) > 0 {
 		add("no result and no error from [" + strings.Join(silent, " ") + "]: nothing to count")
 	}
-	// The zero-failure set, by class, with the count of every node; two
-	// classes are worded apart because neither is an answer of the target.
+	// The zero-failure set, by class, with the count of every node; three
+	// classes are worded apart because none is an answer of the target.
 	var mesh []string
-	var saturated, inflight string
+	var saturated, inflight, behind string
 	for _, cl := range sortedClasses(classes) {
 		at := classes[cl]
 		var sum uint64
@@ -728,6 +766,8 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 		switch cl {
 		case short(record.PoolOverflow):
 			saturated = fmt.Sprintf("driver saturated: %d request(s) not sent %s (pool_overflow: the engine's own client queue was full, so they never reached the target)", sum, list)
+		case short(record.LateDropped):
+			behind = fmt.Sprintf("engine behind: %d request(s) not sent %s (late_dropped: due longer ago than the plan's max_lateness when the engine got to them, a frozen or starved engine; they never reached the target)", sum, list)
 		case short(record.InflightLost):
 			inflight = fmt.Sprintf("in flight at the end: %d request(s) with no outcome %s (http_inflight_lost: sent or queued, neither answered nor reset when the run and its request timeout were over)", sum, list)
 		default:
@@ -742,6 +782,9 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 	}
 	if inflight != "" {
 		add(inflight)
+	}
+	if behind != "" {
+		add(behind)
 	}
 	reasons = append(reasons, inexact...)
 	if planned != nil {
@@ -814,8 +857,10 @@ func conservation(node string, r *record.BackendResult, failed bool) string {
 		return named.Error()
 	}
 	n := r.Counters[record.HTTP2xx]
-	if failed || n == r.Planned {
-		// A node with failures is named by them; the rest is clean.
+	gap, _ := r.GapCount()
+	if failed || n == r.Planned-gap {
+		// A node with failures is named by them; the rest is clean. The
+		// requests due in a gap are named by its GAP line.
 		return ""
 	}
 	var rest []string
@@ -826,6 +871,9 @@ func conservation(node string, r *record.BackendResult, failed bool) string {
 	}
 	if r.Unsent > 0 {
 		rest = append(rest, fmt.Sprintf("unsent=%d", r.Unsent))
+	}
+	if gap > 0 {
+		rest = append(rest, fmt.Sprintf("gap_unsent=%d", gap))
 	}
 	return fmt.Sprintf("not clean: http_2xx %d != %d planned on %s (%s)", n, r.Planned, node, strings.Join(rest, " "))
 }
@@ -856,16 +904,26 @@ func plannedPerNode(share *big.Rat, durMs, rampMs int64) *big.Rat {
 	return eff.Mul(eff, share)
 }
 
-// offPlanned says an elapsed time is more than 5 % off the planned
-// duration, either side. (A frozen node that thawed hands back several
-// times the duration; one that stopped early, a fraction of it.)
-func offPlanned(elapsedMs, durMs int64) bool {
+// offPlanned says an elapsed time is off the planned duration, either
+// side, by more than 5 % of it and by more than one request interval of
+// the planned per-node rate (nil when unknown). (A frozen node that thawed
+// hands back several times the duration; one that stopped early, a
+// fraction of it. A short run is measured to about its last request,
+// which is up to an interval from its end: 5 % alone would fail every run
+// of fewer than about twenty requests per node.)
+func offPlanned(elapsedMs, durMs int64, perNode *big.Rat) bool {
 	if durMs <= 0 {
 		return false
 	}
-	diff := new(big.Int).Sub(big.NewInt(elapsedMs), big.NewInt(durMs))
-	diff.Abs(diff).Mul(diff, big.NewInt(100))
-	return diff.Cmp(new(big.Int).Mul(big.NewInt(durMs), big.NewInt(5))) > 0
+	diff := new(big.Rat).SetInt64(elapsedMs - durMs)
+	diff.Abs(diff)
+	tol := big.NewRat(durMs, 20) // 5 %
+	if perNode != nil && perNode.Sign() > 0 {
+		if interval := new(big.Rat).Quo(big.NewRat(1000, 1), perNode); interval.Cmp(tol) > 0 {
+			tol = interval
+		}
+	}
+	return diff.Cmp(tol) > 0
 }
 
 // pct is p percent of x.
@@ -933,8 +991,12 @@ func classRank(cl string) int {
 		return 6
 	case cl == short(record.InflightLost):
 		return 7
+	case cl == short(record.RequestTimeout):
+		return 8
+	case cl == short(record.LateDropped):
+		return 9
 	}
-	return 8
+	return 10
 }
 
 func lessClass(a, b string) bool {

@@ -353,3 +353,23 @@ func TestExact(t *testing.T) {
 		})
 	}
 }
+
+// A resumed run's driver gaps are named in a DRIVER line before WINDOW,
+// and judged nothing: the run passes on its counts.
+func TestDriverGapsNamed(t *testing.T) {
+	in := input(execution(t, "svc", "10", 1000, result(addrA, 10, 1000, nil), result(addrB, 10, 1000, nil)))
+	in.Source.DriverGaps = []record.DriverGap{{From: "2026-05-01T08:10:00.000Z", To: "2026-05-01T08:10:03.300Z", Why: "detached (SIGTERM)"}}
+	v := Grade(in)
+	if v.Result != "PASS" {
+		t.Fatalf("verdict %s, want PASS: a driver gap is named, not failed", v.Result)
+	}
+	var b strings.Builder
+	if err := WriteText(&b, v, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	want := "DRIVER  gap from=2026-05-01T08:10:00.000Z to=2026-05-01T08:10:03.300Z  -- detached (SIGTERM)\n"
+	if i, w := strings.Index(out, want), strings.Index(out, "WINDOW"); i < 0 || i > w {
+		t.Errorf("output lacks the DRIVER line before WINDOW:\n%s", out)
+	}
+}

@@ -1,10 +1,17 @@
 package gate
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 )
 
 func TestReadShares(t *testing.T) {
@@ -82,5 +89,25 @@ func TestHostOf(t *testing.T) {
 		if got := hostOf(in); got != want {
 			t.Errorf("hostOf(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRunEndlessInput refuses /dev/zero as a report, a results stream and
+// a share table with exit 2, each read bounded by its cap.
+func TestRunEndlessInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"--backends", "1", "--report", "/dev/zero"},
+		{"--backends", "1", "--shares", "/dev/null", "--stream", "/dev/zero"},
+	} {
+		var out, errb strings.Builder
+		err := Run(context.Background(), args, &out, &errb)
+		if cli.Code(err) != cli.ExitUsage || !strings.Contains(fmt.Sprint(err), "/dev/zero") {
+			t.Errorf("%v: exit %d, %v; want 2 naming /dev/zero", args, cli.Code(err), err)
+		}
+	}
+	err := readFile(context.Background(), "/dev/zero", "share table", MaxTableBytes, func(io.Reader) error { return nil })
+	var tl *record.TooLargeError
+	if !errors.As(err, &tl) || tl.What != "share table" {
+		t.Errorf("a share table from /dev/zero: %v", err)
 	}
 }

@@ -67,6 +67,8 @@ type Options struct {
 	Live string
 	// Settle is the settle window after a roll's or fault's end.
 	Settle time.Duration
+	// HTML is a file to write the HTML report to; empty writes none.
+	HTML string
 
 	// notes says what --dir chose, for the output.
 	notes []string
@@ -95,6 +97,7 @@ func newFlagSet(o *Options, stderr io.Writer) *flag.FlagSet {
 	fs.Var((*fileList)(&o.Rolls), "rolls", "a `FILE` of ROLLED, FAILED and FAULT lines (the churn driver's churn.log, soak local's\nrolls.log or faults.log) to set the failures against; repeatable")
 	fs.StringVar(&o.Live, "live", o.Live, "the live record `FILE` whose failure samples are set against the rolls and faults\n(default: --dir's "+DirLive+", else the report's live_record)")
 	fs.DurationVar(&o.Settle, "settle", o.Settle, "a roll's or fault's bracket runs from its begin to its end plus `DUR`: the endpoints'\npropagation lag and a drain")
+	fs.StringVar(&o.HTML, "html", o.HTML, "also write the HTML report to `FILE`: one self-contained page (charts per target and\nnode, rolls and faults marked) that opens with no network; the output and exit code\nare the same with it or without")
 	fs.Usage = func() { usage(fs) }
 	return fs
 }

@@ -51,6 +51,8 @@ func TestFlags(t *testing.T) {
 			want: Options{Dir: rolled, Report: p(rolled, DirReport), Rolls: []string{p(rolled, DirChurn), p(rolled, DirRolls), p(rolled, DirFaults)}, Live: p(rolled, DirLive), Backends: 2, FloorPct: "99", Settle: DefaultSettle}},
 		{name: "explicit rolls, live and settle win over dir", args: []string{"--dir", rolled, "--backends", "2", "--rolls", "a.log", "--rolls", "b.log", "--live", "l.jsonl", "--settle", "3s"},
 			want: Options{Dir: rolled, Report: p(rolled, DirReport), Rolls: []string{"a.log", "b.log"}, Live: "l.jsonl", Backends: 2, FloorPct: "99", Settle: 3 * time.Second}},
+		{name: "html", args: []string{"--report", "r.json", "--backends", "5", "--html", "out/report.html"},
+			want: Options{Report: "r.json", Backends: 5, FloorPct: "99", Settle: DefaultSettle, HTML: "out/report.html"}},
 		{name: "negative settle", args: []string{"--report", "r", "--backends", "1", "--settle", "-1s"}, err: "--settle -1s must not be negative"},
 		{name: "both sources", args: []string{"--report", "r", "--stream", "s", "--shares", "x", "--backends", "1"}, err: "exclusive"},
 		{name: "no source", args: []string{"--backends", "1"}, err: "need --report FILE, --stream FILE or --dir RUNDIR"},

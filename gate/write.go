@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // WriteText writes the verdict as the gate's lines (see the package
@@ -24,15 +25,21 @@ func WriteText(w io.Writer, v Verdict, perNode bool) error {
 		}
 	}
 	for _, f := range v.RunFailures {
-		fmt.Fprintf(bw, "FAIL  %s  -- %s\n", f.Name, f.Reason)
+		fmt.Fprintf(bw, "FAIL  %s  -- %s\n", clip(f.Name), clip(f.Reason))
 	}
 	for _, l := range v.Lost {
-		fmt.Fprintf(bw, "LOST  %s (%s)  targets=%d  error: %s\n", l.Node, l.Addr, l.Targets, l.Error)
+		fmt.Fprintf(bw, "LOST  %s (%s)  targets=%d  error: %s\n", clip(l.Node), clip(l.Addr), l.Targets, clip(l.Error))
+	}
+	for _, g := range v.Gaps {
+		fmt.Fprintln(bw, g.Line())
 	}
 	writeAttribution(bw, v.Attribution)
+	for _, g := range v.DriverGaps {
+		fmt.Fprintf(bw, "DRIVER  gap from=%s to=%s  -- %s\n", g.From, g.To, g.Why)
+	}
 	fmt.Fprintln(bw, windowLine(v.Window))
 	for _, n := range v.Notes {
-		fmt.Fprintf(bw, "NOTE  %s\n", n)
+		fmt.Fprintf(bw, "NOTE  %s\n", clip(n))
 	}
 	c := v.Counts
 	fmt.Fprintf(bw, "VERDICT %s targets=%d passed=%d failed=%d not_run=%d backends=%d lost_backends=%d report_pass=%s",
@@ -58,7 +65,7 @@ func targetLine(t Target) string {
 	var b strings.Builder
 	b.WriteString(t.Status)
 	b.WriteString("  ")
-	b.WriteString(t.Name)
+	b.WriteString(clip(t.Name))
 	if t.Ran {
 		rate := "?"
 		if t.RateAchieved != nil {
@@ -74,7 +81,7 @@ func targetLine(t Target) string {
 		b.WriteString("  failures=none")
 	} else {
 		b.WriteString("  -- ")
-		b.WriteString(strings.Join(t.Reasons, " | "))
+		b.WriteString(clipAll(t.Reasons))
 	}
 	if l := t.Latency; l != nil {
 		fmt.Fprintf(&b, "  lat p50<=%s p99<=%s max<=%s", fmtMs(l.P50Ms), fmtMs(l.P99Ms), fmtMs(l.MaxMs))
@@ -84,7 +91,7 @@ func targetLine(t Target) string {
 
 func nodeLine(t Target, n Node) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "NODE  %s  %s  %s", t.Name, n.Node, n.Status)
+	fmt.Fprintf(&b, "NODE  %s  %s  %s", clip(t.Name), clip(n.Node), n.Status)
 	if n.Answered {
 		rate := "?"
 		if n.Rate != nil {
@@ -104,7 +111,7 @@ func nodeLine(t Target, n Node) string {
 		b.WriteString("  failures=none")
 	} else {
 		b.WriteString("  -- ")
-		b.WriteString(strings.Join(n.Reasons, " | "))
+		b.WriteString(clipAll(n.Reasons))
 	}
 	return b.String()
 }
@@ -177,6 +184,33 @@ func trimZeros(s string) string {
 		s = strings.TrimSuffix(s, ".")
 	}
 	return s
+}
+
+// MaxTextBytes bounds one piece of text from the report (an error, a
+// reason, a name) in a text line: a 100 MB error string is cut, with how
+// much was left out; --json keeps it whole.
+const MaxTextBytes = 1024
+
+// clip cuts s to MaxTextBytes, on a character boundary, and says how much
+// more --json holds.
+func clip(s string) string {
+	if len(s) <= MaxTextBytes {
+		return s
+	}
+	cut := MaxTextBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… [%d bytes more: see --json]", s[:cut], len(s)-cut)
+}
+
+// clipAll clips every reason and joins them as a line shows them.
+func clipAll(reasons []string) string {
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = clip(r)
+	}
+	return strings.Join(out, " | ")
 }
 
 // oneLine keeps a text from the report on one output line.
@@ -256,7 +290,7 @@ func bracketLine(head string, b Bracket, settle string, hasLive bool) string {
 		s.WriteString("  planted: its failures stay UNATTRIBUTED")
 	}
 	if b.Failed {
-		s.WriteString("  -- the roll FAILED: " + orQ(b.Why))
+		s.WriteString("  -- the roll FAILED: " + clip(orQ(b.Why)))
 	}
 	return s.String()
 }

@@ -35,6 +35,7 @@ Commands:
   build   build the images, write an OCI layout and the lock file, push
   check   rebuild and compare with the lock file (exit 1 on any difference)
   pin     copy the lock file's digests into values.yaml and the README
+  release build, push, sign by digest, attach SLSA provenance, pin
   layer   write one image's layer tar (for Bazel's rules_oci, images/oci)
   roots   write the pinned CA bundle the images carry by default
 
@@ -43,8 +44,29 @@ Exit codes: 0 done / all digests agree, 1 a build, push or check failed,
 2 unusable flags or files.
 `
 
-// Run is the sortie-images command.
+// Run is the sortie-images command with no environment: release then
+// reads its key's password from --password-file only.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return Env{}.Run(ctx, args, stdout, stderr)
+}
+
+// Env is what the command reads from the process environment; main fills
+// it, tests give their own.
+type Env struct {
+	// LookupEnv looks a variable up (COSIGN_PASSWORD), as os.LookupEnv
+	// does: a variable set to "" is set. Nil: none is set.
+	LookupEnv func(string) (string, bool)
+}
+
+func (e Env) lookup(k string) (string, bool) {
+	if e.LookupEnv == nil {
+		return "", false
+	}
+	return e.LookupEnv(k)
+}
+
+// Run is the sortie-images command.
+func (e Env) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("component", "sortie-images")
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -57,6 +79,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCheck(ctx, args[1:], stdout, stderr, log)
 	case "pin":
 		return runPin(args[1:], stdout, stderr)
+	case "release":
+		return e.runRelease(ctx, args[1:], stdout, stderr, log)
 	case "layer":
 		return runLayer(args[1:], stdout, stderr)
 	case "roots":
@@ -402,11 +426,18 @@ func runPin(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Usage(err)
 	}
+	return pinFiles(stdout, lock, *values, *readme)
+}
+
+// pinFiles copies the lock's digests into the values file and the README
+// (either skipped when its path is ""), printing PINNED or UNCHANGED per
+// file: the one writer of pins, for pin and release.
+func pinFiles(stdout io.Writer, lock Lock, values, readme string) error {
 	type target struct {
 		path string
 		pin  func([]byte, Lock) ([]byte, error)
 	}
-	for _, t := range []target{{*values, PinValues}, {*readme, PinReadme}} {
+	for _, t := range []target{{values, PinValues}, {readme, PinReadme}} {
 		if t.path == "" {
 			continue
 		}

@@ -46,6 +46,10 @@ var (
 	// trusted root cannot be read, the registry cannot be reached or
 	// answers with an error, or keyless trust material is missing.
 	ErrVerifierUnavailable = errors.New("verifier unavailable")
+	// ErrNoProvenance: Options.RequireProvenance was given and the image
+	// carries no SLSA provenance attestation that verifies with the key or
+	// identity and names the image's digest.
+	ErrNoProvenance = errors.New("no SLSA provenance attestation")
 )
 
 // RefError is a refusal of one reference.
@@ -107,6 +111,11 @@ type Options struct {
 	// verification checks against. Keyless verification needs it: this
 	// package never fetches trust material over the network.
 	TrustedRoot string
+	// RequireProvenance refuses an image that carries no SLSA build
+	// provenance attestation (an in-toto statement, signed like the image,
+	// whose subject is the image's digest), as `sortie-images release`
+	// attaches. Without it, such attestations are counted, not required.
+	RequireProvenance bool
 
 	// RemoteOptions configure registry access (transport, auth). Default:
 	// credentials from the Docker config (authn.DefaultKeychain).
@@ -143,8 +152,8 @@ func (o Options) Validate() error {
 				errs = append(errs, errors.New("keyless verification needs an OIDC issuer"))
 			}
 		}
-	} else if o.Key != "" || o.Identity != "" || o.Issuer != "" || o.TrustedRoot != "" {
-		errs = append(errs, errors.New("a key, identity, issuer or trusted root is given without verify"))
+	} else if o.Key != "" || o.Identity != "" || o.Issuer != "" || o.TrustedRoot != "" || o.RequireProvenance {
+		errs = append(errs, errors.New("a key, identity, issuer, trusted root or required provenance is given without verify"))
 	}
 	if o.ChartDigest != "" && !digestRE.MatchString(o.ChartDigest) {
 		errs = append(errs, fmt.Errorf("chart digest %q: want sha256: and 64 lower-case hex digits", o.ChartDigest))
@@ -163,6 +172,9 @@ type Checked struct {
 	// Signatures is the number of signatures that verified (0 without
 	// verification, and for a local chart).
 	Signatures int
+	// Provenance is the number of SLSA provenance attestations of an image
+	// that verified and name its digest (0 without verification).
+	Provenance int
 }
 
 // Result is what a Check that passed found.
@@ -201,7 +213,7 @@ func (r Result) Summary() string {
 // Lines are one line per reference then the summary:
 //
 //	PINNED image <ref>
-//	VERIFIED image <ref> signatures=<n>
+//	VERIFIED image <ref> signatures=<n> provenance=<n>
 //	PINNED chart <dir> <digest>
 //	provenance ...
 func (r Result) Lines() []string {
@@ -210,6 +222,8 @@ func (r Result) Lines() []string {
 		switch {
 		case c.Kind == "chart" && !strings.HasPrefix(c.Ref, ociPrefix):
 			out = append(out, fmt.Sprintf("PINNED chart %s %s", c.Ref, c.Digest))
+		case r.Verified && c.Kind == "image":
+			out = append(out, fmt.Sprintf("VERIFIED %s %s signatures=%d provenance=%d", c.Kind, c.Ref, c.Signatures, c.Provenance))
 		case r.Verified:
 			out = append(out, fmt.Sprintf("VERIFIED %s %s signatures=%d", c.Kind, c.Ref, c.Signatures))
 		default:
@@ -319,10 +333,22 @@ func Check(ctx context.Context, refs []string, opts Options) (Result, error) {
 		return res, nil
 	}
 
-	v, err := newVerifier(ctx, opts)
-	if err != nil {
+	if err := verifyAll(ctx, ps, opts, res.Checked); err != nil {
 		return Result{}, err
 	}
+	res.Verified = true
+	return res, nil
+}
+
+// verifyAll checks the signature (and attestations) of every reference of
+// ps, filling in the counts of checked (one entry per reference, in the
+// same order), and returns a *RefError per refused reference, joined.
+func verifyAll(ctx context.Context, ps []pinned, opts Options, checked []Checked) error {
+	v, err := newVerifier(ctx, opts)
+	if err != nil {
+		return err
+	}
+	var errs []error
 	for i, p := range ps {
 		if p.dir {
 			continue // a local chart is pinned by its content digest
@@ -332,13 +358,21 @@ func Check(ctx context.Context, refs []string, opts Options) (Result, error) {
 			errs = append(errs, &RefError{Kind: p.kind, Ref: p.ref, Reason: reason(err), Err: err})
 			continue
 		}
-		res.Checked[i].Signatures = n
+		checked[i].Signatures = n
+		if p.kind != "image" {
+			continue
+		}
+		np, err := v.provenance(ctx, p.digest)
+		switch {
+		case err != nil && opts.RequireProvenance:
+			errs = append(errs, &RefError{Kind: p.kind, Ref: p.ref, Reason: provenanceReason(err), Err: err})
+		case err == nil && np == 0 && opts.RequireProvenance:
+			errs = append(errs, &RefError{Kind: p.kind, Ref: p.ref, Reason: ErrNoProvenance,
+				Err: errors.New("attestations verify but none is SLSA provenance")})
+		}
+		checked[i].Provenance = np
 	}
-	if err := errors.Join(errs...); err != nil {
-		return Result{}, err
-	}
-	res.Verified = true
-	return res, nil
+	return errors.Join(errs...)
 }
 
 // remoteOptions are the registry options of every request.

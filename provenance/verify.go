@@ -120,3 +120,45 @@ func reason(err error) error {
 		return ErrVerifierUnavailable
 	}
 }
+
+// provenance returns the number of attestations of d that verify (with the
+// same key or identity as its signatures), whose statement names d, and
+// whose predicate is SLSA build provenance. Attestations that do not
+// verify are not counted; none at all, or none that verifies, is an error
+// only the caller's RequireProvenance turns into a refusal.
+func (v *verifier) provenance(ctx context.Context, d name.Digest) (int, error) {
+	co := *v.co
+	// The statement's subject must be this digest, as the signature's
+	// payload must name it.
+	co.ClaimVerifier = cosign.IntotoSubjectClaimVerifier
+	atts, _, err := cosign.VerifyImageAttestations(ctx, d, &co)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, a := range atts {
+		pl, err := a.Payload()
+		if err != nil {
+			return 0, err
+		}
+		st, err := ParseAttestation(pl)
+		if err != nil {
+			return 0, err
+		}
+		if IsSLSAProvenance(st.PredicateType) && st.Names(d.DigestStr()) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// provenanceReason maps an error of the attestation check to the refusal's
+// reason: no attestation, or none that verifies, is ErrNoProvenance; a
+// registry that cannot be read is ErrVerifierUnavailable.
+func provenanceReason(err error) error {
+	var noMatch *cosign.ErrNoMatchingAttestations
+	if errors.As(err, &noMatch) || errors.Is(err, ErrAttestation) {
+		return ErrNoProvenance
+	}
+	return reason(err)
+}

@@ -8,11 +8,12 @@ import (
 
 // InZeroFailureSet says a counter belongs to the zero-failure set: a class
 // that must be zero for a clean run (4xx, 5xx, resets, connection failures,
-// overflow, in-flight losses), or one of the detail counters of such a
-// class (stream_resets_*, pool_failure_*).
+// overflow, in-flight losses, request timeouts, requests dropped late), or one of the detail counters of such a
+// class (stream_resets_*, pool_failure_*), or a connection's protocol
+// error (bytes no request asked for).
 func InZeroFailureSet(name string) bool {
 	switch name {
-	case HTTP4xx, HTTP5xx, PoolConnectionFailure, PoolOverflow, InflightLost:
+	case HTTP4xx, HTTP5xx, PoolConnectionFailure, PoolOverflow, InflightLost, RequestTimeout, LateDropped, ConnectionProtocolError:
 		return true
 	}
 	return strings.HasPrefix(name, StreamResets) || strings.HasPrefix(name, "benchmark.pool_failure_")
@@ -47,12 +48,17 @@ type AccountingError struct {
 	// the sum of the outcome classes. Overflow says that sum does not fit
 	// in 64 bits.
 	Planned, Unsent, Outcomes uint64
-	Overflow                  bool
+	// Gap is the sum of the result's gap_unsent counts.
+	Gap      uint64
+	Overflow bool
 }
 
 func (e *AccountingError) Error() string {
 	if e.Overflow {
 		return fmt.Sprintf("accounting: the outcome counters overflow 64 bits for %d planned on %s", e.Planned, e.Backend)
+	}
+	if e.Gap > 0 {
+		return fmt.Sprintf("accounting: %d outcomes + %d unsent + %d gap_unsent for %d planned on %s", e.Outcomes, e.Unsent, e.Gap, e.Planned, e.Backend)
 	}
 	if e.Unsent > 0 {
 		return fmt.Sprintf("accounting: %d outcomes + %d unsent for %d planned on %s", e.Outcomes, e.Unsent, e.Planned, e.Backend)
@@ -66,7 +72,19 @@ func (e *AccountingError) Diff() int64 {
 	if e.Overflow {
 		return 0
 	}
-	return int64(e.Outcomes+e.Unsent) - int64(e.Planned)
+	return int64(e.Outcomes+e.Unsent+e.Gap) - int64(e.Planned)
+}
+
+// GapCount is the sum of the result's gap_unsent counts, and whether it
+// overflows 64 bits.
+func (r BackendResult) GapCount() (uint64, bool) {
+	var sum, c uint64
+	over := false
+	for _, g := range r.GapUnsent {
+		sum, c = bits.Add64(sum, g.Count, 0)
+		over = over || c != 0
+	}
+	return sum, over
 }
 
 // HasPlanned says the result carries the planned count: results of this
@@ -74,9 +92,10 @@ func (e *AccountingError) Diff() int64 {
 // be checked on them.
 func (r BackendResult) HasPlanned() bool { return r.Planned > 0 }
 
-// Conserves checks planned = unsent + Σ outcome classes on a result that
-// carries planned, and returns an *AccountingError when it does not hold.
-// A result without planned (the older stack) is not checked: nil.
+// Conserves checks planned = unsent + Σ outcome classes + Σ gap_unsent
+// counts on a result that carries planned, and returns an
+// *AccountingError when it does not hold. A result without planned (the
+// older stack) is not checked: nil.
 func (r BackendResult) Conserves() error {
 	if !r.HasPlanned() {
 		return nil
@@ -85,18 +104,19 @@ func (r BackendResult) Conserves() error {
 	if name == "" {
 		name = r.Backend
 	}
-	sum, over := r.Unsent, false
+	gap, over := r.GapCount()
+	sum, c := bits.Add64(r.Unsent, gap, 0)
+	over = over || c != 0
 	outcomes := uint64(0)
 	for _, k := range Outcomes {
 		var c uint64
 		outcomes, c = bits.Add64(outcomes, r.Counters[k], 0)
 		over = over || c != 0
 	}
-	var c uint64
 	sum, c = bits.Add64(sum, outcomes, 0)
 	over = over || c != 0
 	if !over && sum == r.Planned {
 		return nil
 	}
-	return &AccountingError{Backend: name, Planned: r.Planned, Unsent: r.Unsent, Outcomes: outcomes, Overflow: over}
+	return &AccountingError{Backend: name, Planned: r.Planned, Unsent: r.Unsent, Gap: gap, Outcomes: outcomes, Overflow: over}
 }

@@ -16,6 +16,14 @@ const (
 	PoolFailureTimeout    = "benchmark.pool_failure_timeout"
 	PoolOverflow          = "benchmark.pool_overflow"
 	InflightLost          = "benchmark.http_inflight_lost"
+	// RequestTimeout: a request written on a connection whose response
+	// had not ended when the plan's request_timeout had passed since; the
+	// engine closed the connection.
+	RequestTimeout = "benchmark.request_timeout"
+	// LateDropped: a request that fell due while the engine was more than
+	// the plan's max_lateness behind its schedule (a frozen or starved
+	// engine catching up); it was never sent.
+	LateDropped = "benchmark.late_dropped"
 )
 
 // Detail counters overlap the outcome classes by design and are never added
@@ -32,6 +40,12 @@ const (
 	// Requests sent later than their due time by more than the engine's
 	// lateness tolerance (pacing accuracy; not an outcome).
 	LateSends = "benchmark.late_sends"
+	// Connections closed because they received bytes while no request
+	// was in flight (stray bytes after a response, an unsolicited
+	// response on an idle connection): a protocol error of the
+	// connection, not of any request, so in no outcome class. The name
+	// is Envoy's upstream_cx_protocol_error in this namespace.
+	ConnectionProtocolError = "benchmark.connection_protocol_error"
 )
 
 // Reasons of a reset, appended to StreamResetsPrefix.
@@ -48,7 +62,7 @@ const (
 var Outcomes = []string{
 	HTTP1xx, HTTP2xx, HTTP3xx, HTTP4xx, HTTP5xx,
 	StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow,
-	InflightLost,
+	InflightLost, RequestTimeout, LateDropped,
 }
 
 // Statistic ids.

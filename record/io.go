@@ -36,8 +36,8 @@ func WriteReport(path string, r *Report) error {
 }
 
 // StreamWriter appends lines to a file of JSON lines: executions to a
-// results stream (Append), any line type to a live record (AppendLines),
-// one compact JSON object per line. Every batch is synced to disk before
+// results stream (Append), one compact JSON object per line, and under a
+// LiveWriter the lines of a live record. Every batch is synced to disk before
 // its call returns, and the file is only ever appended to: lines written
 // by an earlier run (or an earlier attempt of this one) are kept.
 type StreamWriter struct {
@@ -60,6 +60,7 @@ type streamFile interface {
 	io.Closer
 	Stat() (os.FileInfo, error)
 	Sync() error
+	Truncate(size int64) error
 }
 
 // OpenStream opens (or creates) the results stream at path for appending.
@@ -72,9 +73,54 @@ func OpenStream(path string) (*StreamWriter, error) {
 
 // OpenLive opens (or creates) a live record at path for appending, as
 // OpenStream opens a results stream: a torn last line is closed first.
-func OpenLive(path string) (*StreamWriter, error) {
-	return openLines(path, "live record")
+// It writes the compact form (livecompact.go).
+func OpenLive(path string) (*LiveWriter, error) {
+	w, err := openLines(path, "live record")
+	if err != nil {
+		return nil, err
+	}
+	return &LiveWriter{w: w}, nil
 }
+
+// LiveWriter appends to a live record in the compact form.
+type LiveWriter struct {
+	mu  sync.Mutex
+	w   *StreamWriter
+	enc liveEncoder
+	buf []byte
+}
+
+// Append writes entries as lines, with the declarations the first of them
+// need, all with one write call, and syncs once: a batch is on disk whole,
+// or a write that failed part way is cut away, as StreamWriter.Append does
+// (when the cut fails too, the next call closes the torn line). After a failure the writer declares again
+// every id it uses, so no line ever refers to a declaration the failure
+// may have torn. An entry that cannot be encoded fails the batch before
+// anything is written.
+func (w *LiveWriter) Append(entries ...LiveEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var err error
+	w.buf, err = w.enc.encode(w.buf[:0], entries)
+	if err == nil {
+		err = w.w.write(w.buf)
+	} else {
+		err = fmt.Errorf("%s %s: %w", w.w.what, w.w.path, err)
+	}
+	if err != nil {
+		w.enc.forget()
+	}
+	if cap(w.buf) > 1<<20 {
+		w.buf = nil // a rare big batch does not stay held
+	}
+	return err
+}
+
+// Close closes the file. It is safe to call more than once.
+func (w *LiveWriter) Close() error { return w.w.Close() }
 
 func openLines(path, what string) (*StreamWriter, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
@@ -114,36 +160,18 @@ func (w *StreamWriter) closeTornLine() error {
 }
 
 // Append writes one execution as a line and syncs it. The line is written
-// with a single write call on a file opened with O_APPEND. After an Append
-// that failed, the next one first ends the line the failure may have torn,
-// so its own line is whole and the fragment stays one bad line; if that
-// cannot be done either, it fails without writing.
+// with a single write call on a file opened with O_APPEND; a write that
+// fails part way (a full disk) is undone, the file cut back to its size
+// before, so the stream still ends in a whole line. Only when that cut
+// fails too does the next Append first end the torn line, so its own line
+// is whole and the fragment stays one bad line; if that cannot be done
+// either, it fails without writing.
 func (w *StreamWriter) Append(e Execution) error {
 	b, err := MarshalLine(e)
 	if err != nil {
 		return err
 	}
 	return w.write(b)
-}
-
-// AppendLines writes values as JSON lines, all of them with one write
-// call, and syncs once: a batch is on disk whole, or its failure leaves
-// at most one torn line that the next call closes, as Append does. A
-// value that cannot be encoded fails the batch before anything is
-// written.
-func (w *StreamWriter) AppendLines(lines ...any) error {
-	if len(lines) == 0 {
-		return nil
-	}
-	var buf []byte
-	for _, l := range lines {
-		b, err := json.Marshal(l)
-		if err != nil {
-			return fmt.Errorf("%s %s: encode line: %w", w.what, w.path, err)
-		}
-		buf = append(append(buf, b...), '\n')
-	}
-	return w.write(buf)
 }
 
 // write appends b with one write call and syncs it.
@@ -159,14 +187,27 @@ func (w *StreamWriter) write(b []byte) error {
 		}
 		w.suspect = false
 	}
+	// The size before the write: a write that fails part way (ENOSPC)
+	// is undone by cutting the file back to it, so the stream ends in the
+	// whole line before, not in a torn one. Only this call's own bytes are
+	// cut; what the file held before is never touched.
+	before, statErr := w.f.Stat()
 	n, err := w.f.Write(b)
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
 	}
-	if err == nil {
-		err = w.f.Sync()
-	}
 	if err != nil {
+		w.suspect = true
+		if n == 0 {
+			w.suspect = false // nothing was written: the file is as it was
+		} else if statErr == nil && w.f.Truncate(before.Size()) == nil {
+			w.suspect = false
+		}
+		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
+	}
+	if err := w.f.Sync(); err != nil {
+		// The line is whole in the file; whether it reached the disk is
+		// not known, and the next call checks how the file ends.
 		w.suspect = true
 		return fmt.Errorf("%s %s: %w", w.what, w.path, err)
 	}

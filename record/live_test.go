@@ -29,8 +29,9 @@ func testBucket(s Series, i uint32, ok, fails uint64) BucketLine {
 }
 
 // TestLiveAppendAndRead: a head, buckets and samples appended in batches
-// read back line for line, and after a torn batch the next one is whole
-// while the fragment stays one skipped line.
+// read back as the lines the series make, and a batch whose write failed
+// part way is cut away: the next one is whole (its declarations written
+// again) and no fragment is left to skip.
 func TestLiveAppendAndRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run.live.jsonl")
 	w, err := OpenLive(path)
@@ -40,23 +41,49 @@ func TestLiveAppendAndRead(t *testing.T) {
 	defer w.Close()
 	s := testSeries()
 	head := HeadLine{Type: LineHead, RunID: "r1", MadeBy: &MadeBy{}}
-	smp := s.Sample(int64(1500*time.Millisecond), int64(1600*time.Millisecond))
+	due, out := int64(1500*time.Millisecond), int64(1600*time.Millisecond)
+	smp := s.Sample(due, out)
 	smp.Class, smp.Status = HTTP5xx, 503
-	if err := w.AppendLines(head, testBucket(s, 0, 5, 0)); err != nil {
+	if err := w.Append(HeadEntry(head), BucketEntry(s, testBucket(s, 0, 5, 0))); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.AppendLines(testBucket(s, 1, 4, 1), smp); err != nil {
+	if err := w.Append(BucketEntry(s, testBucket(s, 1, 4, 1)), SampleEntry(s, due, out, smp)); err != nil {
 		t.Fatal(err)
 	}
-	w.f = &failingFile{streamFile: w.f, writeKeeps: 30}
-	err = w.AppendLines(testBucket(s, 2, 5, 0))
+	// A second series: its declaration and its first bucket are torn.
+	s2 := s
+	s2.Backend = "127.0.0.1:2"
+	w.w.f = &failingFile{streamFile: w.w.f, writeKeeps: 30}
+	err = w.Append(BucketEntry(s2, testBucket(s2, 0, 5, 0)))
 	if !errors.Is(err, errDisk) || !strings.Contains(err.Error(), "live record "+path) {
-		t.Fatalf("failing AppendLines = %v, want the injected error naming the live record", err)
+		t.Fatalf("failing Append = %v, want the injected error naming the live record", err)
 	}
-	w.f.(*failingFile).writeKeeps = -1
-	if err := w.AppendLines(testBucket(s, 2, 5, 0)); err != nil {
+	w.w.f.(*failingFile).writeKeeps = -1
+	if err := w.Append(BucketEntry(s2, testBucket(s2, 0, 5, 0)), BucketEntry(s, testBucket(s, 2, 5, 0))); err != nil {
 		t.Fatal(err)
 	}
+	lv := readLiveFile(t, path)
+	head.Form = LiveForm
+	if d := cmp.Diff([]HeadLine{head}, lv.Heads); d != "" {
+		t.Errorf("heads (-want +got):\n%s", d)
+	}
+	want := []BucketLine{testBucket(s, 0, 5, 0), testBucket(s, 1, 4, 1), testBucket(s2, 0, 5, 0), testBucket(s, 2, 5, 0)}
+	if d := cmp.Diff(want, lv.Buckets); d != "" {
+		t.Errorf("buckets (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]SampleLine{smp}, lv.Samples); d != "" {
+		t.Errorf("samples (-want +got):\n%s", d)
+	}
+	if len(lv.Skipped) != 0 {
+		t.Errorf("skipped lines %v, want none: the torn batch is cut away", lv.Skipped)
+	}
+	if err := CheckSamples(lv.Buckets[:2], lv.Samples); err != nil {
+		t.Error(err)
+	}
+}
+
+func readLiveFile(t *testing.T, path string) *Live {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -66,39 +93,7 @@ func TestLiveAppendAndRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff([]HeadLine{head}, lv.Heads); d != "" {
-		t.Errorf("heads (-want +got):\n%s", d)
-	}
-	want := []BucketLine{testBucket(s, 0, 5, 0), testBucket(s, 1, 4, 1), testBucket(s, 2, 5, 0)}
-	if d := cmp.Diff(want, lv.Buckets); d != "" {
-		t.Errorf("buckets (-want +got):\n%s", d)
-	}
-	if d := cmp.Diff([]SampleLine{smp}, lv.Samples); d != "" {
-		t.Errorf("samples (-want +got):\n%s", d)
-	}
-	if d := cmp.Diff([]int{5}, lv.Skipped); d != "" {
-		t.Errorf("skipped lines (-want +got):\n%s", d)
-	}
-	if err := CheckSamples(lv.Buckets, lv.Samples); err != nil {
-		t.Error(err)
-	}
-}
-
-// TestAppendLinesEncodeFails: a value that cannot be encoded fails the
-// batch before anything is written.
-func TestAppendLinesEncodeFails(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "run.live.jsonl")
-	w, err := OpenLive(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.AppendLines(HeadLine{Type: LineHead}, func() {}); err == nil {
-		t.Fatal("AppendLines of a func succeeded")
-	}
-	if raw, _ := os.ReadFile(path); len(raw) != 0 {
-		t.Errorf("the failed batch wrote %q", raw)
-	}
+	return lv
 }
 
 // TestReadLiveTolerates: a torn last line, garbage, lines without a type
@@ -150,6 +145,14 @@ func FuzzReadLive(f *testing.F) {
 	f.Add(string(b) + "\n" + string(b[:len(b)/2]))
 	f.Add(`{"type":"bucket","label":"a","backend":"b","counters":{"x":-1}}`)
 	f.Add("\n\n{}\n[]\nnull\n")
+	// The compact form, whole and torn.
+	var enc liveEncoder
+	smpl := s.Sample(10, 20)
+	smpl.Class = HTTP5xx
+	compact, _ := enc.encode(nil, []LiveEntry{HeadEntry(HeadLine{RunID: "r"}), BucketEntry(s, testBucket(s, 0, 3, 1)), SampleEntry(s, 10, 20, smpl)})
+	f.Add(string(compact))
+	f.Add(string(compact[:len(compact)-9]))
+	f.Add(`{"type":"names","first":0,"names":["x"]}` + "\n" + `["b",0,0,[0,1],[]]` + "\n" + `["s",0,1,2,0,-1,-1,0,"",0,0,9,9]`)
 	f.Fuzz(func(t *testing.T, in string) {
 		lv, err := readLive(strings.NewReader(in), 1<<16, 1<<12)
 		if err != nil {
@@ -177,4 +180,37 @@ func FuzzReadLive(f *testing.F) {
 			t.Fatalf("bucket lines do not round-trip: %v", err)
 		}
 	})
+}
+
+// TestDecodeLiveFirstFormBucket: a line that begins as a bucket line is
+// decoded in one pass, and read exactly as the general path reads it: a
+// later "type" key wins, a bucket without a backend is skipped.
+func TestDecodeLiveFirstFormBucket(t *testing.T) {
+	b := testSeries().Bucket(3)
+	b.Counters = map[string]uint64{HTTP2xx: 9, HTTP5xx: 1}
+	b.Latency = BucketLatency{Count: 9, P50: 1000, P99: 2000, Max: 3000}
+	line, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(line, bucketPrefix) {
+		t.Fatalf("a bucket line does not begin with %s: %s", bucketPrefix, line)
+	}
+	relabelled := bytes.Replace(line, []byte(`"index"`), []byte(`"type":"sample","bucket":3,"due":"x","index"`), 1)
+	noBackend := bytes.Replace(line, []byte(`"backend":"127.0.0.1:1",`), nil, 1)
+	in := bytes.Join([][]byte{line, relabelled, noBackend, []byte(`{"type":"bucket",garbage`)}, []byte("\n"))
+	var got []LiveLine
+	sc, err := ScanLive(bytes.NewReader(in), func(l LiveLine) error { got = append(got, l); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Bucket == nil || got[1].Sample == nil {
+		t.Fatalf("read %+v, want the bucket, then the line whose last type is sample as a sample", got)
+	}
+	if diff := cmp.Diff(b, *got[0].Bucket); diff != "" {
+		t.Errorf("bucket (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{3, 4}, sc.Skipped); diff != "" {
+		t.Errorf("skipped lines (-want +got):\n%s", diff)
+	}
 }

@@ -3,12 +3,16 @@ package record
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"math/big"
-	"os"
+	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +74,9 @@ type Source struct {
 	// LiveRecord is the report's live_record, as the driver was given it;
 	// empty for a stream or a report without one.
 	LiveRecord string
+	// DriverGaps are the report's driver_gaps: when no driver followed
+	// the run (it was resumed); empty for a stream.
+	DriverGaps []DriverGap
 	// Executions are those of the run to grade, in file order: every one
 	// of a report, the last run of a stream.
 	Executions []Entry
@@ -97,7 +104,7 @@ type StreamRun struct {
 // Report is the source as a plain Report: its pass (false when absent),
 // cancelled mark and graded executions.
 func (s *Source) Report() *Report {
-	return &Report{Pass: s.Pass != nil && *s.Pass, Cancelled: s.Cancelled, Executions: Plain(s.Executions)}
+	return &Report{Pass: s.Pass != nil && *s.Pass, Cancelled: s.Cancelled, Executions: Plain(s.Executions), DriverGaps: s.DriverGaps}
 }
 
 // Plain returns the Executions of entries.
@@ -114,26 +121,43 @@ func Plain(entries []Entry) []Execution {
 // decoded apart to see whether they were there at all.
 type wireExecution struct {
 	Execution
-	Rate    json.Number     `json:"rate"`
+	Rate    json.RawMessage `json:"rate"`
 	Results json.RawMessage `json:"results"`
 }
 
 // ReadReportFile reads the report at path.
-func ReadReportFile(path string) (*Source, error) { return readFile(path, "report", ReadReport) }
+func ReadReportFile(path string) (*Source, error) {
+	return ReadReportFileContext(context.Background(), path)
+}
+
+// ReadReportFileContext reads the report at path; the read ends when ctx
+// ends (see OpenInput).
+func ReadReportFileContext(ctx context.Context, path string) (*Source, error) {
+	return readFile(ctx, path, "report", ReadReport)
+}
 
 // ReadStreamFile reads the results stream at path.
 func ReadStreamFile(path string) (*Source, error) {
-	return readFile(path, "results stream", ReadStream)
+	return ReadStreamFileContext(context.Background(), path)
+}
+
+// ReadStreamFileContext reads the results stream at path; the read ends
+// when ctx ends (see OpenInput).
+func ReadStreamFileContext(ctx context.Context, path string) (*Source, error) {
+	return readFile(ctx, path, "results stream", ReadStream)
 }
 
 // readFile reads the file at path with read; errors name what it is and
-// where.
-func readFile(path, what string, read func(io.Reader) (*Source, error)) (*Source, error) {
-	f, err := os.Open(path)
+// where. A regular file over the cap is refused by its size, unread.
+func readFile(ctx context.Context, path, what string, read func(io.Reader) (*Source, error)) (*Source, error) {
+	f, err := OpenInput(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", what, err)
 	}
 	defer f.Close()
+	if st, err := f.(*ctxFile).f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > int64(capped.file) {
+		return nil, &TooLargeError{What: what, Path: path, Max: int64(capped.file)}
+	}
 	src, err := read(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, path, err)
@@ -145,27 +169,105 @@ func readFile(path, what string, read func(io.Reader) (*Source, error)) (*Source
 // ReadReport reads a report of at most MaxReportBytes.
 func ReadReport(r io.Reader) (*Source, error) { return capped.readReport(r) }
 
+// reportTop is what a reader takes from a report's top level.
+type reportTop struct {
+	Pass       *bool              `json:"pass"`
+	Cancelled  bool               `json:"cancelled"`
+	Executions *[]json.RawMessage `json:"executions"`
+	LiveRecord string             `json:"live_record"`
+	DriverGaps []DriverGap        `json:"driver_gaps"`
+}
+
+// decodeReportTop decodes a report's top-level object into top as
+// json.Unmarshal would (keys matched without regard to case, unknown keys
+// skipped), but refuses a key written twice: encoding/json keeps the last
+// of two, so a second "executions" would hide the first from the grader,
+// a second "pass" overrule the first. Only the top level is walked here;
+// each execution is checked whole by decodeEntry.
+func decodeReportTop(data []byte, top *reportTop) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	switch {
+	case err != nil:
+		return err
+	case tok == nil:
+		// null: an object with nothing in it, as encoding/json reads it.
+		if _, err := dec.Token(); err != io.EOF {
+			return errors.New("data after the report's null")
+		}
+		return nil
+	case tok != json.Delim('{'):
+		return errors.New("the report is not a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		folded := strings.ToLower(key)
+		if seen[folded] {
+			return fmt.Errorf("the key %q appears twice at the top level", key)
+		}
+		seen[folded] = true
+		var dst any
+		switch folded {
+		case "pass":
+			dst = &top.Pass
+		case "cancelled":
+			dst = &top.Cancelled
+		case "executions":
+			dst = &top.Executions
+		case "live_record":
+			dst = &top.LiveRecord
+		case "driver_gaps":
+			dst = &top.DriverGaps
+		default:
+			dst = new(json.RawMessage)
+		}
+		if err := dec.Decode(dst); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the report's object")
+	}
+	return nil
+}
+
 func (l limits) readReport(r io.Reader) (*Source, error) {
-	data, tooBig, err := readCapped(r, l.file)
+	var top reportTop
+	// The first bytes are checked before the rest is read: input that is
+	// not JSON (/dev/zero, a binary file) is refused at once instead of
+	// being read to the cap, and only a prefix that is still valid JSON
+	// is read on.
+	head := make([]byte, 64<<10)
+	n, err := io.ReadFull(r, head)
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, fmt.Errorf("read report: %w", err)
+	}
+	head = head[:n]
+	if err := notJSON(head); err != nil {
+		return nil, fmt.Errorf("not a sortie JSON report: %w", err)
+	}
+	data, tooBig, err := readCapped(io.MultiReader(bytes.NewReader(head), r), l.file)
 	if err != nil {
 		return nil, fmt.Errorf("read report: %w", err)
 	}
 	if tooBig {
 		return nil, fmt.Errorf("not a sortie JSON report: larger than %s, the most a report may be", size(l.file))
 	}
-	var top struct {
-		Pass       *bool              `json:"pass"`
-		Cancelled  bool               `json:"cancelled"`
-		Executions *[]json.RawMessage `json:"executions"`
-		LiveRecord string             `json:"live_record"`
-	}
-	if err := json.Unmarshal(data, &top); err != nil {
+	if err := decodeReportTop(data, &top); err != nil {
 		return nil, fmt.Errorf("not a sortie JSON report: %w", err)
 	}
 	if top.Executions == nil {
 		return nil, errors.New(`not a sortie JSON report: no "executions" array`)
 	}
-	src := &Source{Form: FormReport, Pass: top.Pass, Cancelled: top.Cancelled, LiveRecord: top.LiveRecord}
+	src := &Source{Form: FormReport, Pass: top.Pass, Cancelled: top.Cancelled, LiveRecord: top.LiveRecord, DriverGaps: top.DriverGaps}
 	for i, raw := range *top.Executions {
 		e, err := decodeEntry(raw)
 		if err != nil {
@@ -239,6 +341,18 @@ func (l limits) readStream(r io.Reader) (*Source, error) {
 	return src, nil
 }
 
+// notJSON returns the syntax error of a prefix of a JSON document, nil
+// when the prefix may still begin one (an end inside it is not an error).
+func notJSON(prefix []byte) error {
+	var v json.RawMessage
+	err := json.NewDecoder(bytes.NewReader(prefix)).Decode(&v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return err
+	}
+	return nil
+}
+
 // readCapped reads all of r, but never more than max+1 bytes of it: a
 // reader of outside input holds at most its cap in memory, whatever it is
 // handed (/dev/zero, a FIFO). tooBig says r held more than max bytes; data
@@ -285,13 +399,23 @@ func decodeEntry(raw []byte) (Entry, error) {
 	if e.Label == "" {
 		return Entry{}, errors.New("no label")
 	}
-	if w.Rate != "" {
-		r, err := ParseDecimal(string(w.Rate))
+	// encoding/json keeps the last of two equal keys: a counter written
+	// twice would be graded by whichever came last.
+	if err := checkDuplicateKeys(raw); err != nil {
+		return Entry{}, fmt.Errorf("%s: %w", e.Label, err)
+	}
+	if rate := bytes.TrimSpace(w.Rate); len(rate) > 0 && !bytes.Equal(rate, []byte("null")) {
+		if rate[0] == '"' {
+			// A counter written as a string is refused by its type; the
+			// rate is decoded apart, so it is refused here the same way.
+			return Entry{}, fmt.Errorf("%s: rate: a JSON string %s, not a number", e.Label, rate)
+		}
+		r, err := ParseDecimal(string(rate))
 		if err != nil {
 			return Entry{}, fmt.Errorf("%s: rate: %w", e.Label, err)
 		}
 		if r.Sign() < 0 {
-			return Entry{}, fmt.Errorf("%s: rate %s is negative", e.Label, w.Rate)
+			return Entry{}, fmt.Errorf("%s: rate %s is negative", e.Label, rate)
 		}
 		e.ExactRate = r
 		e.Rate, _ = r.Float64()
@@ -313,6 +437,9 @@ func decodeEntry(raw []byte) (Entry, error) {
 			return Entry{}, fmt.Errorf("%s: %s: %w", e.Label, ts.name, err)
 		}
 	}
+	if err := checkResults(e.Results); err != nil {
+		return Entry{}, fmt.Errorf("%s: %w", e.Label, err)
+	}
 	for i, r := range e.Results {
 		if r.ElapsedMs < 0 {
 			return Entry{}, fmt.Errorf("%s: results[%d]: negative elapsed_ms", e.Label, i)
@@ -322,6 +449,117 @@ func decodeEntry(raw []byte) (Entry, error) {
 		}
 	}
 	return e, nil
+}
+
+// maxNs is the largest statistic in nanoseconds a reader takes: the
+// longest time.Duration, some 292 years.
+const maxNs = float64(math.MaxInt64)
+
+// checkResults refuses what no engine could have counted: a counter whose
+// sum over the backends does not fit in 64 bits (a grader adding them up
+// would wrap round to a small number), and a statistic in nanoseconds
+// outside 0 to maxNs (a p99 of -1, or of 1e308).
+func checkResults(results []BackendResult) error {
+	sums := map[string]uint64{}
+	for i, r := range results {
+		for _, k := range slices.Sorted(maps.Keys(r.Counters)) {
+			sum, carry := bits.Add64(sums[k], r.Counters[k], 0)
+			if carry != 0 {
+				return fmt.Errorf("results[%d]: counter %s summed over the backends passes %d, the most a counter holds", i, k, uint64(math.MaxUint64))
+			}
+			sums[k] = sum
+		}
+		if err := checkGaps(r.GapUnsent); err != nil {
+			return fmt.Errorf("results[%d]: %w", i, err)
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Statistics)) {
+			st := r.Statistics[name]
+			if st.Unit != "ns" {
+				continue
+			}
+			for _, f := range []struct {
+				field string
+				v     float64
+			}{{"mean", st.Mean}, {"pstdev", st.Pstdev}, {"min", st.Min}, {"max", st.Max}, {"p50", st.P50}, {"p90", st.P90}, {"p99", st.P99}, {"p99.9", st.P999}} {
+				if !(f.v >= 0 && f.v <= maxNs) {
+					return fmt.Errorf("results[%d]: statistic %s: %s %g ns is outside 0 to 2^63 ns", i, name, f.field, f.v)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkGaps refuses a gap_unsent no driver could have written: a time
+// that is not RFC 3339, a gap that ends before it begins or before the
+// one ahead of it ends, counts whose sum does not fit in 64 bits.
+func checkGaps(gaps []Gap) error {
+	var prev time.Time
+	var sum uint64
+	for i, g := range gaps {
+		from, err := ParseTime(g.From)
+		if err != nil || g.From == "" {
+			return fmt.Errorf("gap_unsent[%d]: from %q is not an RFC 3339 time", i, g.From)
+		}
+		to, err := ParseTime(g.To)
+		if err != nil || g.To == "" {
+			return fmt.Errorf("gap_unsent[%d]: to %q is not an RFC 3339 time", i, g.To)
+		}
+		if to.Before(from) || from.Before(prev) {
+			return fmt.Errorf("gap_unsent[%d]: %s..%s ends before it begins, or begins before the gap ahead of it ends", i, g.From, g.To)
+		}
+		prev = to
+		var carry uint64
+		if sum, carry = bits.Add64(sum, g.Count, 0); carry != 0 {
+			return fmt.Errorf("gap_unsent[%d]: the counts sum past %d", i, uint64(math.MaxUint64))
+		}
+	}
+	return nil
+}
+
+// checkDuplicateKeys refuses a JSON value in which one object holds the
+// same key twice. raw is valid JSON (it was decoded already).
+func checkDuplicateKeys(raw []byte) error {
+	type frame struct {
+		keys    map[string]bool // nil for an array
+		wantKey bool
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	done := func() { // a value ended: its object now expects a key
+		if n := len(stack); n > 0 && stack[n-1].keys != nil {
+			stack[n-1].wantKey = true
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF; anything else was reported by the decode
+		}
+		if n := len(stack); n > 0 && stack[n-1].wantKey {
+			if d, ok := tok.(json.Delim); !ok || d != '}' {
+				top := stack[n-1]
+				key, _ := tok.(string)
+				if top.keys[key] {
+					return fmt.Errorf("the key %q appears twice in one object", key)
+				}
+				top.keys[key], top.wantKey = true, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			done()
+		default:
+			done()
+		}
+	}
 }
 
 // checkFormat refuses executions in the formats older sortie releases

@@ -343,3 +343,72 @@ func TestReadReportLiveRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRefusesHostileNumbers refuses, in a report, what no engine
+// could have written and a grader would misread: a rate written as a
+// string, a counter written twice, a latency statistic outside its domain,
+// counters whose sum over the backends wraps at 2^64.
+func TestReadRefusesHostileNumbers(t *testing.T) {
+	two := sample()
+	two.Results = append(two.Results, two.Results[0])
+	two.Results[1].Backend = "127.0.0.1:2"
+	b, err := json.Marshal(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(b)
+	for _, tc := range []struct {
+		name, from, to, err string
+	}{
+		{"string rate", `"rate":9,`, `"rate":"9",`, `rate: a JSON string "9", not a number`},
+		{"duplicate counter", `"counters":{"benchmark.http_2xx":9}`, `"counters":{"benchmark.http_2xx":9,"benchmark.http_2xx":0}`, `the key "benchmark.http_2xx" appears twice`},
+		{"duplicate label", `"scenario":"mesh"`, `"scenario":"mesh","label":"other"`, `the key "label" appears twice`},
+		{"negative p99", `"p99":2000000,`, `"p99":-1,`, "p99 -1 ns is outside 0 to 2^63 ns"},
+		{"huge p99", `"p99":2000000,`, `"p99":1e308,`, "p99 1e+308 ns is outside"},
+		{"wrapping total", `"counters":{"benchmark.http_2xx":9}`, `"counters":{"benchmark.http_2xx":9223372036854775808}`, "counter benchmark.http_2xx summed over the backends passes 18446744073709551615"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := strings.ReplaceAll(good, tc.from, tc.to)
+			if bad == good {
+				t.Fatalf("%q is not in %s", tc.from, good)
+			}
+			_, err := ReadReport(strings.NewReader(`{"executions": [` + bad + `]}`))
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+		})
+	}
+	if _, err := ReadReport(strings.NewReader(`{"executions": [` + good + `]}`)); err != nil {
+		t.Fatalf("the good report: %v", err)
+	}
+}
+
+// TestReadRefusesDuplicateTopLevelKeys: a report whose top level writes a
+// key twice is refused, where encoding/json would keep the last: a second
+// executions array would hide the first from the grader, a second pass
+// overrule the first. Keys are matched as encoding/json matches them,
+// without regard to case.
+func TestReadRefusesDuplicateTopLevelKeys(t *testing.T) {
+	b, err := json.Marshal(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(b)
+	for _, tc := range []struct{ name, doc, err string }{
+		{"executions", `{"executions": [` + good + `], "executions": []}`, `the key "executions" appears twice at the top level`},
+		{"pass", `{"pass": false, "executions": [` + good + `], "pass": true}`, `the key "pass" appears twice at the top level`},
+		{"folded", `{"executions": [` + good + `], "Executions": []}`, `the key "Executions" appears twice at the top level`},
+		{"trailing", `{"executions": [` + good + `]} {}`, `data after the report's object`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadReport(strings.NewReader(tc.doc))
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("error %v, want %q", err, tc.err)
+			}
+		})
+	}
+	src, err := ReadReport(strings.NewReader(`{"pass": true, "made_by": {"x": [1, {"y": 2}]}, "executions": [` + good + `], "live_record": "l.jsonl"}`))
+	if err != nil || src.Pass == nil || !*src.Pass || len(src.Executions) != 1 || src.LiveRecord != "l.jsonl" {
+		t.Fatalf("the good report: %+v, %v", src, err)
+	}
+}

@@ -1,10 +1,10 @@
 package record
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -216,7 +216,13 @@ func ParseRolls(r io.Reader) (RollLog, error) { return parseRolls(r, "") }
 // ReadRollsFile reads the file at path with ParseRolls; a bad line says
 // <path>:<line>. A missing file is an error that matches os.ErrNotExist.
 func ReadRollsFile(path string) (RollLog, error) {
-	f, err := os.Open(path)
+	return ReadRollsFileContext(context.Background(), path)
+}
+
+// ReadRollsFileContext is ReadRollsFile whose read ends when ctx ends
+// (see OpenInput).
+func ReadRollsFileContext(ctx context.Context, path string) (RollLog, error) {
+	f, err := OpenInput(ctx, path)
 	if err != nil {
 		return RollLog{}, err
 	}

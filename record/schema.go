@@ -4,11 +4,15 @@
 // (planned = unsent + the sum of the outcome classes), the typed kinds of
 // backend errors, the run directory's run.env, the share arithmetic that
 // splits a rate over weighted targets, and the one atomic file writer every
-// component uses for a file a user keeps; and the live record, the JSON
-// lines the driver appends while a run goes (a head line, then the
-// engines' timeline buckets and failure samples: live.go and timeline.go).
-// The driver writes the record with it; the gate, the saver and the kickoff
-// read it with it.
+// component uses for a file a user keeps; the live record, the lines the
+// driver appends while a run goes (a head line, then the engines'
+// timeline buckets and failure samples, in a compact form that declares
+// each series and counter name once: live.go, timeline.go,
+// livecompact.go); the chunk trailer with which `sortie cat` prints a
+// file in checked pieces for the saver (chunk.go); and the run manifest by
+// which a driver started again resumes a run (manifest.go). The driver
+// writes the record with it; the gate, the saver and the kickoff read it
+// with it.
 //
 // It imports no network code (the gate, which must run anywhere on a copied
 // report, builds on it; a test of the gate holds that).
@@ -21,10 +25,12 @@
 //
 // A report is one JSON object, indented by two spaces:
 //
-//	{"pass": bool, "executions": [Execution, ...], "made_by": MadeBy, "live_record": path}
+//	{"pass": bool, "executions": [Execution, ...], "made_by": MadeBy, "live_record": path, "driver_gaps": [DriverGap, ...]}
 //
 // live_record names the live record the run appended its timeline to (see
-// live.go), as the driver was given it; absent when none. pass is true when every execution passed. executions lists every
+// live.go), as the driver was given it; absent when none. driver_gaps
+// name the times no driver followed a resumed run (manifest.go); absent
+// for a run one driver saw whole. pass is true when every execution passed. executions lists every
 // execution of the plan in plan order (scenarios in file order, then stages,
 // then targets), including those that were never run. made_by says what
 // made the run (absent in earlier reports, which readers accept; readers
@@ -106,6 +112,16 @@
 //	              = unsent + the outcome counters over that part; no
 //	              statistics
 //	counted_until the end of that prefix of buckets, RFC 3339 UTC with ms
+//	gap_unsent[]  {from, to, count, why, backend}: a time the node had no engine
+//	              (its engine was lost and an engine of the same node
+//	              came back and took up the rest of the schedule: why
+//	              "engine restarted", backend its address); count is the requests due from
+//	              from to to, which no engine that lived to count them
+//	              sent. The result holds what came before the gap (as
+//	              its lost engine's timeline counted it) and after it
+//	              (the engine that came back, whose statistics it
+//	              carries), so planned = unsent + the outcome counters +
+//	              the gaps' counts, for the node's whole share
 //
 // Counters are named benchmark.* (benchmark.http_2xx, benchmark.pool_overflow,
 // benchmark.stream_resets_before_headers, ...). Statistics are keyed by
@@ -195,6 +211,10 @@ type Report struct {
 	// (sortie run --live-record), as it was given; absent when none was
 	// written.
 	LiveRecord string `json:"live_record,omitempty"`
+	// DriverGaps are the times no driver followed the run, which a
+	// driver started again with --resume went on with (see DriverGap);
+	// absent for a run one driver saw whole.
+	DriverGaps []DriverGap `json:"driver_gaps,omitempty"`
 }
 
 // Execution is one target of one scenario (or one stage of it) run on every
@@ -302,7 +322,34 @@ type BackendResult struct {
 	// CountedUntil is the end of that prefix of buckets (RFC 3339, ms):
 	// every request due before it is counted, none due after.
 	CountedUntil string `json:"counted_until,omitempty"`
+	// GapUnsent are the times the node had no engine: its engine was lost
+	// and an engine of the same node (its --backend-name) came back, to
+	// which the driver gave the rest of the schedule. The requests due in
+	// a gap were never sent by an engine that lived to count them: they
+	// are counted here, never hidden, so planned = unsent + the outcome
+	// counters + the gaps' counts. Absent for a node that never left.
+	GapUnsent []Gap `json:"gap_unsent,omitempty"`
 }
+
+// Gap is one time a node had no engine, inside an execution.
+type Gap struct {
+	// From is the end of what the lost engine had counted (its
+	// counted_until), To where the engine that came back took up the
+	// schedule; RFC 3339 UTC with ms.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Count is how many requests of the node's schedule were due in
+	// [From, To): none of them has an outcome.
+	Count uint64 `json:"count"`
+	// Why says what made the gap: "engine restarted".
+	Why string `json:"why,omitempty"`
+	// Backend is the address of the engine that came back.
+	Backend string `json:"backend,omitempty"`
+}
+
+// GapRestarted is a Gap's Why when the node's engine was lost and an
+// engine of the same node came back.
+const GapRestarted = "engine restarted"
 
 // Statistic summarises one histogram. Durations are in nanoseconds.
 type Statistic struct {

@@ -15,8 +15,16 @@ import (
 // a sync that fails after the whole line was written.
 type failingFile struct {
 	streamFile
-	writeKeeps int  // bytes the failing write keeps; -1: no write fails
-	syncFails  bool // the next Sync fails
+	writeKeeps    int  // bytes the failing write keeps; -1: no write fails
+	syncFails     bool // the next Sync fails
+	truncateFails bool // every Truncate fails
+}
+
+func (f *failingFile) Truncate(size int64) error {
+	if f.truncateFails {
+		return errDisk
+	}
+	return f.streamFile.Truncate(size)
 }
 
 var errDisk = errors.New("injected: no space left on device")
@@ -55,7 +63,8 @@ func TestStreamAppendAfterFailure(t *testing.T) {
 		want []string
 		bad  int
 	}{
-		{name: "short write", writeKeeps: 17, want: []string{"s/first", "s/third"}, bad: 1},
+		// The torn part of the line is cut away: no bad line is left.
+		{name: "short write", writeKeeps: 17, want: []string{"s/first", "s/third"}},
 		{name: "write fails at once", writeKeeps: 0, want: []string{"s/first", "s/third"}},
 		{name: "sync fails", writeKeeps: -1, syncFails: true, want: []string{"s/first", "s/second", "s/third"}},
 	} {
@@ -71,9 +80,16 @@ func TestStreamAppendAfterFailure(t *testing.T) {
 			}
 			ff := &failingFile{streamFile: w.f, writeKeeps: tc.writeKeeps, syncFails: tc.syncFails}
 			w.f = ff
+			before, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
 			err = w.Append(Execution{NotRun: true, Label: "s/second"})
 			if !errors.Is(err, errDisk) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("failing Append = %v, want the injected error naming the stream", err)
+			}
+			if after, _ := os.ReadFile(path); !tc.syncFails && string(after) != string(before) {
+				t.Errorf("after the failed write the stream holds %q, want it as it was, %q", after, before)
 			}
 			if err := w.Append(Execution{NotRun: true, Label: "s/third"}); err != nil {
 				t.Fatalf("Append after the failure: %v", err)
@@ -94,8 +110,8 @@ func TestStreamAppendAfterFailure(t *testing.T) {
 	}
 }
 
-// TestStreamAppendTornRepairFails: when the newline that closes a torn
-// line cannot be written either, Append fails without writing its line
+// TestStreamAppendTornRepairFails: when a torn line cannot be cut away
+// and the newline that closes it cannot be written either, Append fails without writing its line
 // onto the fragment, and the next one that can closes the line first.
 func TestStreamAppendTornRepairFails(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stream.jsonl")
@@ -104,7 +120,8 @@ func TestStreamAppendTornRepairFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	ff := &failingFile{streamFile: w.f, writeKeeps: 5}
+	// The cut that would undo the torn write fails too.
+	ff := &failingFile{streamFile: w.f, writeKeeps: 5, truncateFails: true}
 	w.f = ff
 	if err := w.Append(Execution{NotRun: true, Label: "s/torn"}); err == nil {
 		t.Fatal("the injected short write did not fail the Append")

@@ -1,8 +1,9 @@
 // The timeline lines of the live record: what the driver appends while a
-// run goes, one compact JSON object per line, so that the run is on disk
-// within seconds of happening. Each line names its type first; a reader
-// skips types it does not know. BucketLine and SampleLine describe the
-// two lines, field by field.
+// run goes, so that the run is on disk within seconds of happening.
+// BucketLine and SampleLine describe the two lines field by field, as
+// the first form wrote them (one JSON object per line, its type first)
+// and as ScanLive hands them on from either form; the compact form
+// (livecompact.go) writes the same values in fewer bytes.
 
 package record
 

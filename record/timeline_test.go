@@ -3,6 +3,7 @@ package record
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -154,7 +155,7 @@ func TestCheckSamples(t *testing.T) {
 	if err := CheckSamples(buckets, good); err != nil {
 		t.Fatalf("samples that add up: %v", err)
 	}
-	if got, want := FailureClasses, []string{HTTP4xx, HTTP5xx, StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow, InflightLost}; !cmp.Equal(got, want) {
+	if got, want := FailureClasses, []string{HTTP4xx, HTTP5xx, StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow, InflightLost, RequestTimeout, LateDropped}; !cmp.Equal(got, want) {
 		t.Errorf("FailureClasses = %v, want %v", got, want)
 	}
 	tests := []struct {
@@ -186,5 +187,32 @@ func TestCheckSamples(t *testing.T) {
 				t.Errorf("error %q names %q on %q", se.Error(), se.Label, se.Backend)
 			}
 		})
+	}
+}
+
+// TestConservesHostileClasses: request_timeout and late_dropped are
+// outcome classes, so a result that counts its requests in them conserves,
+// and one that leaves them out does not; connection_protocol_error is of
+// a connection, not a request, and in no outcome class, but all three are
+// in the zero-failure set.
+func TestConservesHostileClasses(t *testing.T) {
+	r := BackendResult{Backend: "b", Planned: 10, Unsent: 1, Counters: map[string]uint64{
+		HTTP2xx: 5, RequestTimeout: 2, LateDropped: 2, ConnectionProtocolError: 3,
+	}}
+	if err := r.Conserves(); err != nil {
+		t.Errorf("conserving result: %v", err)
+	}
+	delete(r.Counters, LateDropped)
+	var ae *AccountingError
+	if err := r.Conserves(); !errors.As(err, &ae) || ae.Diff() != -2 {
+		t.Errorf("without late_dropped: %v, want 2 missing", err)
+	}
+	for _, k := range []string{RequestTimeout, LateDropped, ConnectionProtocolError} {
+		if !InZeroFailureSet(k) {
+			t.Errorf("%s is not in the zero-failure set", k)
+		}
+	}
+	if slices.Contains(Outcomes, ConnectionProtocolError) {
+		t.Errorf("%s is an outcome class", ConnectionProtocolError)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"net"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -25,13 +26,25 @@ var Profiles = map[string]time.Duration{
 
 // Names in the rendered plan, read by the harness and the gate.
 const (
-	PoolName     = "nodes"
+	PoolName = "nodes"
+	// ScenarioName is the default scenario name (--scenario): the report's
+	// label prefix and the statsd level.
 	ScenarioName = "mesh"
-	UserAgent    = "sortie-soak"
-	StatsPrefix  = "sortie"
-	// StatsFlush is how often the engines flush statsd deltas.
-	StatsFlush = 10 * time.Second
+	// UserAgent is the default User-Agent (--user-agent): the bash
+	// renderer's, which the soak's access-log queries select on.
+	UserAgent   = "aether-soak-sortie"
+	StatsPrefix = "sortie"
+	// StatsFlush is how often the engines flush statsd deltas: the bash
+	// plan's 5 s, so dashboards built on it see the same resolution.
+	StatsFlush = 5 * time.Second
 )
+
+// scenarioRE is the bash renderer's rule for --scenario, narrower than the
+// plan's, because the name is also a statsd level and a label prefix.
+var scenarioRE = regexp.MustCompile(`^[a-z0-9_]+$`)
+
+// maxUserAgent bounds --user-agent.
+const maxUserAgent = 256
 
 // AutoMaxPending asks Render to compute max_pending_requests from the stall
 // budget.
@@ -52,7 +65,15 @@ var ZeroThresholds = []string{
 	record.PoolFailureTimeout,
 	record.PoolOverflow,
 	record.InflightLost,
+	record.RequestTimeout,
 }
+
+// DefaultRequestTimeout is the request_timeout of a rendered plan. A soak
+// target answers in milliseconds, through the mesh too; ten seconds is far
+// above that and above a roll's drain, yet short enough that a hung
+// response shows as benchmark.request_timeout within seconds, in the live
+// record, instead of as http_inflight_lost at the end of an 8-hour run.
+const DefaultRequestTimeout = 10 * time.Second
 
 // Options are what a plan is rendered from. Start from DefaultOptions.
 type Options struct {
@@ -94,6 +115,14 @@ type Options struct {
 	// of its share × the backends, as a threshold of the target, instead of
 	// one scenario floor from the smallest share (the bash renderer's).
 	PerTargetFloors bool
+	// Scenario is the scenario's name: [a-z0-9_], default ScenarioName.
+	Scenario string
+	// UserAgent is the value of the User-Agent header every request
+	// carries, default UserAgent.
+	UserAgent string
+	// RequestTimeout is the plan's request_timeout, default
+	// DefaultRequestTimeout; 0 leaves it out (no per-request timeout).
+	RequestTimeout time.Duration
 }
 
 // DefaultOptions returns the defaults: 60 rps per node, concurrency 1, a
@@ -105,6 +134,10 @@ func DefaultOptions() Options {
 		MaxPending:  AutoMaxPending,
 		StallBudget: 2 * time.Second,
 		FloorPct:    99,
+		Scenario:    ScenarioName,
+		UserAgent:   UserAgent,
+
+		RequestTimeout: DefaultRequestTimeout,
 	}
 }
 
@@ -176,11 +209,20 @@ func (o Options) validateFlags() error {
 	if o.MaxPending < AutoMaxPending || o.MaxPending > 1_000_000 {
 		bad("--max-pending must be 0 to 1000000, got %d", o.MaxPending)
 	}
+	if o.RequestTimeout < 0 || o.RequestTimeout > maxStallBudget || o.RequestTimeout%time.Millisecond != 0 {
+		bad("--request-timeout must be 0 (none) to %s in whole milliseconds, got %s", maxStallBudget, o.RequestTimeout)
+	}
 	if o.StallBudget <= 0 || o.StallBudget > maxStallBudget {
 		bad("--stall-budget must be more than 0 and at most %s, got %s", maxStallBudget, o.StallBudget)
 	}
 	if !(o.FloorPct > 0 && o.FloorPct <= 100) {
 		bad("--floor-pct must be more than 0 and at most 100, got %v", o.FloorPct)
+	}
+	if !scenarioRE.MatchString(o.Scenario) {
+		bad("--scenario must be [a-z0-9_] (it is also a statsd level and the report's label prefix), got %q", o.Scenario)
+	}
+	if err := checkUserAgent(o.UserAgent); err != nil {
+		bad("--user-agent: %w", err)
 	}
 	return errors.Join(errs...)
 }
@@ -197,6 +239,20 @@ func checkStatsd(s string) error {
 	}
 	if _, err := parsePort(port); err != nil {
 		return fmt.Errorf("%q: %w", s, err)
+	}
+	return nil
+}
+
+// checkUserAgent accepts printable ASCII without quotes or backslashes: the
+// header is written into a quoted YAML string and sent as is.
+func checkUserAgent(s string) error {
+	if s == "" || len(s) > maxUserAgent {
+		return fmt.Errorf("must be 1 to %d characters, got %d", maxUserAgent, len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return fmt.Errorf("%q: byte %d is not printable ASCII, or is a quote or a backslash", s, i)
+		}
 	}
 	return nil
 }
@@ -269,8 +325,10 @@ func MaxPendingFor(share, concurrency int, budget time.Duration) int {
 // each of backends nodes. Rate thresholds are judged on pool totals. A
 // scenario's thresholds apply to all its targets alike, so a scenario floor
 // is written for the smallest share; a target's own floor for its share. It
-// is computed exactly and printed in its shortest decimal form (0.99 × 3 × 2
-// is "5.94").
+// is computed exactly and printed with two decimals as the bash renderer
+// prints it (0.99 × 20 × 2 is "39.60", 100 % of 9 × 2 is "18.00"), or with
+// as many more as it takes to stay exact (99.9 % of 1 is "0.999"): a floor
+// is never rounded.
 func FloorFor(share, backends int, pct float64) (string, error) {
 	p, ok := new(big.Rat).SetString(strconv.FormatFloat(pct, 'f', -1, 64))
 	if !ok || p.Sign() <= 0 {
@@ -280,9 +338,12 @@ func FloorFor(share, backends int, pct float64) (string, error) {
 	// pct is a terminating decimal, so f has at most a few more digits than
 	// pct; 40 digits is exact for every float64 FormatFloat prints in 'f'.
 	s := f.FloatString(40)
-	s = strings.TrimRight(s, "0")
-	s = strings.TrimSuffix(s, ".")
-	return s, nil
+	whole, frac, _ := strings.Cut(s, ".")
+	frac = strings.TrimRight(frac, "0")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	return whole + "." + frac, nil
 }
 
 // plan writes the YAML by hand so that its layout, its comments and its
@@ -328,21 +389,25 @@ func (r *Rendered) plan(o Options) []byte {
 		}
 		p("    services: [%s]\n", strings.Join(qs, ", "))
 	}
+	if o.Statsd != "" {
+		// At the top level with a 5 s flush, where the bash plan has it.
+		p("stats: {flush_interval: %s, prefix: %s, statsd: {address: %s}}\n",
+			seconds(StatsFlush), StatsPrefix, quote(o.Statsd))
+	}
 	p("scenarios:\n")
-	p("  - name: %s\n", ScenarioName)
+	p("  - name: %s\n", o.Scenario)
 	p("    pool: %s\n", PoolName)
 	p("    protocol: http1\n")
 	p("    concurrency: %s\n", quote(strconv.Itoa(o.Concurrency)))
 	if r.MaxPending > 0 {
 		p("    max_pending_requests: %d\n", r.MaxPending)
 	}
-	p("    headers: [%s]\n", quote("User-Agent: "+UserAgent))
+	p("    headers: [%s]\n", quote("User-Agent: "+o.UserAgent))
+	if o.RequestTimeout > 0 {
+		p("    request_timeout: %s\n", o.RequestTimeout)
+	}
 	p("    executor: {type: constant-rate, rate: %d, duration: %s, per_backend: true, open_loop: true}\n",
 		o.Rate, seconds(r.Duration))
-	if o.Statsd != "" {
-		p("    stats: {address: %s, prefix: %s, backend: name, flush_interval: %s}\n",
-			quote(o.Statsd), StatsPrefix, seconds(StatsFlush))
-	}
 	p("    # weight is each target's rps per node; they add up to the rate.\n")
 	p("    targets:\n")
 	for i, s := range r.Shares {

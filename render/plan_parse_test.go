@@ -34,15 +34,23 @@ func TestGoldenPlansParse(t *testing.T) {
 				t.Fatalf("%d pools, %d scenarios", len(p.Pools), len(p.Scenarios))
 			}
 			pool, s := p.Pools[0], p.Scenarios[0]
-			if pool.Name != render.PoolName || s.Name != render.ScenarioName || s.Pool != pool.Name {
+			// One golden names its own scenario and User-Agent.
+			wantName, wantUA := render.ScenarioName, render.UserAgent
+			if filepath.Base(path) == "render-user-agent-scenario.golden" {
+				wantName, wantUA = "canary_1", "team-soak/2"
+			}
+			if pool.Name != render.PoolName || s.Name != wantName || s.Pool != pool.Name {
 				t.Errorf("pool %q, scenario %q on %q", pool.Name, s.Name, s.Pool)
 			}
 			ex := s.Executor
 			if ex.Type != "constant-rate" || !ex.PerBackend || !ex.OpenLoop || ex.Duration <= 0 || ex.Duration%time.Second != 0 {
 				t.Errorf("executor %+v", ex)
 			}
-			if len(s.Headers) != 1 || s.Headers[0].Name != "User-Agent" || s.Headers[0].Value != render.UserAgent {
+			if len(s.Headers) != 1 || s.Headers[0].Name != "User-Agent" || s.Headers[0].Value != wantUA {
 				t.Errorf("headers %+v", s.Headers)
+			}
+			if s.Stats != nil && s.Stats.FlushInterval != 5*time.Second {
+				t.Errorf("stats flush %v, want the bash plan's 5s", s.Stats.FlushInterval)
 			}
 			if s.Stats != nil && (s.Stats.Prefix != render.StatsPrefix || s.Stats.Backend != "name" || s.Stats.FlushInterval != render.StatsFlush) {
 				t.Errorf("stats %+v", s.Stats)

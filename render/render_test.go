@@ -156,11 +156,12 @@ func TestFloorFor(t *testing.T) {
 		{3, 2, 99, "5.94"},
 		{3, 5, 99, "14.85"},
 		{3, 1, 99, "2.97"},
-		{9, 2, 100, "18"},
+		{9, 2, 100, "18.00"}, // two decimals, as the bash renderer prints
+		{20, 2, 99, "39.60"},
+		{10, 1, 99, "9.90"},
 		{6, 2, 99.5, "11.94"},
-		{1, 1, 99.9, "0.999"},
+		{1, 1, 99.9, "0.999"}, // more digits rather than a rounded floor
 		{1, 3, 33.33, "0.9999"},
-		{20, 2, 99, "39.6"},
 		{1, 1, 0.001, "0.00001"},
 	}
 	for _, tc := range tests {
@@ -299,7 +300,14 @@ func TestOptionsValidate(t *testing.T) {
 // arithmetic checked independently of how they were written.
 type renderedPlan struct {
 	Version string `yaml:"version"`
-	Pools   []struct {
+	Stats   *struct {
+		FlushInterval string `yaml:"flush_interval"`
+		Prefix        string `yaml:"prefix"`
+		Statsd        struct {
+			Address string `yaml:"address"`
+		} `yaml:"statsd"`
+	} `yaml:"stats"`
+	Pools []struct {
 		Name     string   `yaml:"name"`
 		DNS      string   `yaml:"dns"`
 		Services []string `yaml:"services"`
@@ -311,19 +319,15 @@ type renderedPlan struct {
 		Concurrency string   `yaml:"concurrency"`
 		MaxPending  *int     `yaml:"max_pending_requests"`
 		Headers     []string `yaml:"headers"`
-		Executor    struct {
+		// RequestTimeout is DefaultRequestTimeout in every golden plan.
+		RequestTimeout string `yaml:"request_timeout"`
+		Executor       struct {
 			Type       string `yaml:"type"`
 			Rate       int    `yaml:"rate"`
 			Duration   string `yaml:"duration"`
 			PerBackend bool   `yaml:"per_backend"`
 			OpenLoop   bool   `yaml:"open_loop"`
 		} `yaml:"executor"`
-		Stats *struct {
-			Address       string `yaml:"address"`
-			Prefix        string `yaml:"prefix"`
-			Backend       string `yaml:"backend"`
-			FlushInterval string `yaml:"flush_interval"`
-		} `yaml:"stats"`
 		Targets    []renderedTarget `yaml:"targets"`
 		Thresholds []string         `yaml:"thresholds"`
 	} `yaml:"scenarios"`
@@ -363,7 +367,14 @@ func TestGoldenPlansDecode(t *testing.T) {
 			if _, err := time.ParseDuration(s.Executor.Duration); err != nil {
 				t.Errorf("duration %q: %v", s.Executor.Duration, err)
 			}
-			if diff := cmp.Diff([]string{"User-Agent: sortie-soak"}, s.Headers); diff != "" {
+			if d, err := time.ParseDuration(s.RequestTimeout); err != nil || d != DefaultRequestTimeout {
+				t.Errorf("request_timeout %q, want %v", s.RequestTimeout, DefaultRequestTimeout)
+			}
+			wantUA := UserAgent
+			if filepath.Base(path) == "render-user-agent-scenario.golden" {
+				wantUA = "team-soak/2"
+			}
+			if diff := cmp.Diff([]string{"User-Agent: " + wantUA}, s.Headers); diff != "" {
 				t.Errorf("headers (-want +got):\n%s", diff)
 			}
 			total := 0
@@ -460,5 +471,15 @@ func TestRenderPerTargetFloors(t *testing.T) {
 		if r.Floor != wantFloor || !cmp.Equal(r.Floors, wantFloors) {
 			t.Errorf("per-target %v: floor %q, floors %q; want %q, %q", per, r.Floor, r.Floors, wantFloor, wantFloors)
 		}
+	}
+}
+
+// TestReadTargetsCap refuses a targets file over MaxTargetsBytes, naming
+// the file, without reading an endless one to its end.
+func TestReadTargetsCap(t *testing.T) {
+	_, err := ReadTargets("/dev/zero")
+	var tl *record.TooLargeError
+	if !errors.As(err, &tl) || tl.Path != "/dev/zero" || tl.Max != MaxTargetsBytes {
+		t.Fatalf("ReadTargets(/dev/zero): %v, want a *record.TooLargeError", err)
 	}
 }

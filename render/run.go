@@ -34,8 +34,9 @@ const usage = `Usage:
   sortie-plan render --profile e2e|soak|local --targets FILE
                      (--dns HOST:PORT --backends N | --services A,B,...)
                      [--duration D] [--rate 60] [--concurrency 1]
-                     [--statsd IP:PORT] [--max-pending N] [--stall-budget 2s]
-                     [--floor-pct 99] [--per-target-floors] [-o FILE]
+                     [--statsd IP:PORT] [--max-pending N] [--stall-budget 2]
+                     [--floor-pct 99] [--per-target-floors] [--scenario mesh]
+                     [--user-agent aether-soak-sortie] [-o FILE]
 
 sortie-plan splits a per-node rate over the targets of a targets file and
 renders the soak's v1 plan. Run "sortie-plan shares --help" or
@@ -115,20 +116,30 @@ Prints the soak's v1 plan (YAML) on stdout, or writes it to -o FILE
 atomically. The plan: one pool "nodes" of the engines, one scenario "mesh"
 that runs every target at once on every engine (constant-rate, per_backend,
 open_loop, rate per node, concurrency "1"), each target's weight being its
-rps per node; "User-Agent: sortie-soak"; thresholds
+rps per node; "User-Agent: aether-soak-sortie" (--user-agent; the soak's
+access-log queries select on it); with --statsd a top-level stats block
+flushed every 5s; thresholds
 "counter:benchmark.<class> == 0" for http_4xx, http_5xx, stream_resets,
-pool_connection_failure, pool_failure_timeout, pool_overflow and
-http_inflight_lost, and "rate:benchmark.http_2xx >= F" where F is
-floor-pct % of the smallest share times the backends: one floor for every
-target, as the bash renderer writes it. With --per-target-floors each target
+pool_connection_failure, pool_failure_timeout, pool_overflow,
+http_inflight_lost and request_timeout, and "rate:benchmark.http_2xx >= F" where F is
+floor-pct % of the smallest share times the backends, printed with two
+decimals (39.60) or more when that is what it takes to be exact: one floor
+for every target, as the bash renderer writes it. With --per-target-floors each target
 carries its own floor instead, floor-pct % of its own share times the
 backends, as a threshold of the target ({name, url, weight, thresholds}), so
 a heavier target that loses requests fails its own floor rather than passing
 the smallest target's.
 
+request_timeout: 10s (--request-timeout; 0 leaves it out): a response not
+ended 10 s after its request was written is counted in
+benchmark.request_timeout and its connection closed, so a hung response
+shows within seconds instead of as http_inflight_lost at the end of the run.
+
 max_pending_requests = ceil(largest share / concurrency x stall budget);
 --max-pending N writes N instead, and 0 leaves the field out (the engine's
-default queue).
+default queue). Durations given as a bare integer are seconds
+(--stall-budget 3 is 3s, --duration 900 is 900s); Go durations (1500ms,
+15m, 8h30m) work too.
 
 Profiles: e2e 900s, soak 30600s (8h30m), local 60s.
 
@@ -144,15 +155,18 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.Backends, "backends", 0, "engines in the pool; the 2xx floor is written for exactly `N` (required with --dns; defaults to the number of --services)")
 	fs.StringVar(&o.DNS, "dns", "", "the engines' `HOST:PORT`, resolved once by the driver (a headless Service)")
 	services := fs.String("services", "", "the engines' addresses, `HOST:PORT,...` (instead of --dns)")
-	duration := fs.String("duration", "", "run length in whole seconds, such as 900s or 15m (default: the profile's)")
+	duration := fs.String("duration", "", "run length in whole seconds, such as 900, 900s or 15m (default: the profile's)")
 	fs.IntVar(&o.Rate, "rate", o.Rate, "requests per second per node, over all targets")
 	fs.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "workers per target per engine; every share must be a multiple of it")
 	fs.StringVar(&o.Statsd, "statsd", "", "statsd `IP:PORT` for live metrics (an IP literal); adds a stats block")
 	maxPending := optionalInt{}
 	fs.Var(&maxPending, "max-pending", "max_pending_requests `N`; 0 leaves it out (default: computed from --stall-budget)")
-	fs.DurationVar(&o.StallBudget, "stall-budget", o.StallBudget, "how long a stalled connection's requests may queue")
+	cli.DurationVar(fs, &o.StallBudget, "stall-budget", o.StallBudget, "how long a stalled connection's requests may queue (`seconds`, or a duration such as 1500ms)")
 	fs.Float64Var(&o.FloorPct, "floor-pct", o.FloorPct, "2xx rate floor in percent of the smallest share (of each target's own with --per-target-floors)")
 	fs.BoolVar(&o.PerTargetFloors, "per-target-floors", o.PerTargetFloors, "write each target its own 2xx rate floor (floor-pct % of its share x the backends) instead of one scenario floor from the smallest share")
+	fs.StringVar(&o.Scenario, "scenario", o.Scenario, "scenario `name`, [a-z0-9_]: the report's label prefix and the statsd level")
+	cli.DurationVar(fs, &o.RequestTimeout, "request-timeout", o.RequestTimeout, "request_timeout of the plan: a response not ended this long after its request was written is benchmark.request_timeout (`seconds` or a duration; 0 leaves it out)")
+	fs.StringVar(&o.UserAgent, "user-agent", o.UserAgent, "User-Agent header of every request (the soak's access-log queries select on it)")
 	out := fs.String("o", "", "write the plan to `FILE` instead of stdout")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), renderHelp); fs.PrintDefaults() }
 	if done, err := parseFlags(fs, args); done {
@@ -166,9 +180,9 @@ func runRender(args []string, stdout, stderr io.Writer) error {
 	}
 	var errs []error
 	if *duration != "" {
-		d, err := time.ParseDuration(*duration)
+		d, err := cli.ParseDuration(*duration)
 		if err != nil || d <= 0 || d%time.Second != 0 {
-			errs = append(errs, fmt.Errorf("--duration must be a positive whole number of seconds such as 900s or 8h30m, got %q", *duration))
+			errs = append(errs, fmt.Errorf("--duration must be a positive whole number of seconds such as 900, 900s or 8h30m, got %q", *duration))
 		} else {
 			o.Duration = d
 		}

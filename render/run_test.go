@@ -45,6 +45,7 @@ var runCases = []runCase{
 	{"render-per-target-floors", []string{"render", "--profile", "e2e", "--targets", soakTargets, "--backends", "2", "--dns", kubeDNS, "--per-target-floors"}, 0},
 	{"render-per-target-floors-local", []string{"render", "--profile", "local", "--targets", soakTargets, "--services", "127.0.0.11:8443,127.0.0.12:8443,127.0.0.13:8443", "--rate", "120", "--concurrency", "3", "--floor-pct", "99.5", "--per-target-floors"}, 0},
 	{"render-sixteen", []string{"render", "--profile", "local", "--targets", "testdata/targets/sixteen.txt", "--services", "127.0.0.11:8443,127.0.0.12:8443", "--rate", "32", "--floor-pct", "100"}, 0},
+	{"render-user-agent-scenario", []string{"render", "--profile", "e2e", "--targets", soakTargets, "--backends", "2", "--dns", kubeDNS, "--user-agent", "team-soak/2", "--scenario", "canary_1", "--stall-budget", "3", "--duration", "1200"}, 0},
 	// Share tables.
 	{"shares-default", []string{"shares", "--targets", soakTargets}, 0},
 	{"shares-rate-120", []string{"shares", "--targets", soakTargets, "--rate", "120"}, 0},
@@ -66,6 +67,9 @@ var runCases = []runCase{
 	{"refuse-dns-and-services", []string{"render", "--profile", "soak", "--targets", soakTargets, "--backends", "2", "--dns", kubeDNS, "--services", "127.0.0.11:8443,127.0.0.12:8443"}, 2},
 	{"refuse-backends-mismatch", []string{"render", "--profile", "soak", "--targets", soakTargets, "--backends", "3", "--services", "127.0.0.11:8443,127.0.0.12:8443"}, 2},
 	{"refuse-bad-values", []string{"render", "--profile", "weekend", "--targets", soakTargets, "--dns", "engines", "--statsd", "statsd.local:8125", "--duration", "90.5s", "--stall-budget", "0s", "--floor-pct", "101", "--rate", "0"}, 2},
+	{"refuse-bad-scenario-agent", []string{"render", "--profile", "e2e", "--targets", soakTargets, "--backends", "2", "--dns", kubeDNS, "--scenario", "Mesh-1", "--user-agent", `a"b`}, 2},
+	{"refuse-bad-stall-budget", []string{"render", "--profile", "e2e", "--targets", soakTargets, "--backends", "2", "--dns", kubeDNS, "--stall-budget", "3x"}, 2},
+	{"refuse-bad-scenario-agent-2", []string{"render", "--profile", "e2e", "--targets", soakTargets, "--backends", "2", "--dns", kubeDNS, "--scenario", "", "--user-agent", ""}, 2},
 	{"refuse-bad-services", []string{"render", "--profile", "local", "--targets", soakTargets, "--services", "127.0.0.11:8443,127.0.0.11:8443,nohost,:80,a:0"}, 2},
 	{"refuse-unknown-flag", []string{"shares", "--targets", soakTargets, "--weights", "1"}, 2},
 	{"refuse-positional", []string{"shares", "--targets", soakTargets, "extra"}, 2},

@@ -1,13 +1,15 @@
 package render
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 // MaxTargets is the engine's cap of concurrent executions: every target is
@@ -45,9 +47,17 @@ func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.L
 
 func (e *LineError) Unwrap() error { return e.Err }
 
-// ReadTargets reads and parses a targets file.
+// MaxTargetsBytes bounds a targets file, 1 MiB: some ten thousand
+// targets. A larger file (or /dev/zero) is refused before it is parsed.
+const MaxTargetsBytes = 1 << 20
+
+// ReadTargets reads and parses a targets file of at most MaxTargetsBytes.
 func ReadTargets(path string) ([]Target, error) {
-	data, err := os.ReadFile(path)
+	data, err := record.ReadInput(context.Background(), path, "targets file", MaxTargetsBytes)
+	var tooBig *record.TooLargeError
+	if errors.As(err, &tooBig) {
+		return nil, err // it names the file and the limit
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read targets: %w", err)
 	}

@@ -43,7 +43,7 @@ func (s *saver) checkPVC(ctx context.Context) error {
 // different copy is a broken download, never newer data.
 func (s *saver) copyStream(ctx context.Context) error {
 	dest := filepath.Join(s.o.Dir, FileStream)
-	ok, why, err := s.copyFile(ctx, s.o.Env.Stream, FileStream, extendsSaved(dest))
+	ok, why, err := s.copyFile(ctx, s.o.Env.Stream, FileStream, true, extendsSaved(dest))
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func extendsSaved(dest string) func(tmp string) error {
 // before, as the stream is. It is not graded: a copy that fails is a
 // problem named in the summary, and the rest of the save goes on.
 func (s *saver) copyLive(ctx context.Context) error {
-	ok, why, err := s.copyFile(ctx, s.o.Env.Live, FileLive, extendsSaved(filepath.Join(s.o.Dir, FileLive)))
+	ok, why, err := s.copyFile(ctx, s.o.Env.Live, FileLive, true, extendsSaved(filepath.Join(s.o.Dir, FileLive)))
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *saver) copyLive(ctx context.Context) error {
 // copyReport copies the report; a copy is kept only if it reads as the
 // gate reads it.
 func (s *saver) copyReport(ctx context.Context) error {
-	ok, why, err := s.copyFile(ctx, s.o.Env.Report, FileReport, func(tmp string) error {
+	ok, why, err := s.copyFile(ctx, s.o.Env.Report, FileReport, false, func(tmp string) error {
 		_, err := readReportFile(tmp)
 		return err
 	})
@@ -116,17 +116,64 @@ func (s *saver) copyReport(ctx context.Context) error {
 	return nil
 }
 
-// copyFile prints pvcPath through a reader pod and saves it as name when the
-// pod Succeeded, its whole log was read and accept agrees. It returns
-// whether the copy was kept and, if not, why in words. The error is only for
-// a local write. The reader pod is deleted before it returns.
-func (s *saver) copyFile(ctx context.Context, pvcPath, name string, accept func(tmp string) error) (bool, string, error) {
+// copyFile copies pvcPath off the PVC and saves it as name when the copy is
+// whole and accept agrees: in checked chunks when the reader command is
+// this project's `sortie cat` (copyChunked), else whole through one reader
+// pod. It returns whether the copy was kept and, if not, why in words.
+// The error is only for a local write. appendOnly says the file is only
+// ever appended to (the stream, the live record), so a copy saved earlier
+// is where a chunked copy resumes.
+func (s *saver) copyFile(ctx context.Context, pvcPath, name string, appendOnly bool, accept func(tmp string) error) (bool, string, error) {
+	if s.chunked() {
+		return s.copyChunked(ctx, pvcPath, name, appendOnly, accept)
+	}
+	return s.copyWhole(ctx, pvcPath, name, accept)
+}
+
+// copyWhole prints pvcPath through one reader pod and saves it as name
+// when the pod Succeeded, its whole log was read and accept agrees.
+func (s *saver) copyWhole(ctx context.Context, pvcPath, name string, accept func(tmp string) error) (bool, string, error) {
+	t, err := createTemp(s.o.Dir, name)
+	if err != nil {
+		return false, "", err
+	}
+	n, why, _ := s.runReader(ctx, s.readerArgs(pvcPath), t)
+	if why != "" {
+		t.Abort()
+		return false, why, nil
+	}
+	if err := accept(t.TempName()); err != nil {
+		t.Abort()
+		return false, fmt.Sprintf("the copy (%d bytes) is not accepted: %v", n, err), nil
+	}
+	if sameFile(t.TempName(), filepath.Join(s.o.Dir, name)) {
+		t.Abort()
+		return true, "", nil
+	}
+	if err := t.Commit(); err != nil {
+		return false, "", err
+	}
+	return true, "", nil
+}
+
+// readerArgs is the reader's command line that prints pvcPath, args
+// before the file.
+func (s *saver) readerArgs(pvcPath string, args ...string) []string {
+	cmd := append(append([]string{}, s.o.Env.readerCommand()...), args...)
+	return append(cmd, readerMount+"/"+pvcPath)
+}
+
+// runReader runs one reader pod with command cmd and copies its whole log
+// into w once it Succeeded. It returns the bytes copied and, when the
+// output is not whole, why in words, with failed true when the pod ran
+// and Failed. The reader pod is deleted before it returns.
+func (s *saver) runReader(ctx context.Context, cmd []string, w io.Writer) (n int64, why string, failed bool) {
 	pod := s.o.Env.readerPod()
 	if err := s.freeReaderName(ctx); err != nil {
-		return false, err.Error(), nil
+		return 0, err.Error(), false
 	}
-	if _, err := s.cs.CoreV1().Pods(s.o.Env.Namespace).Create(ctx, s.readerPodSpec(pvcPath), metav1.CreateOptions{}); err != nil {
-		return false, fmt.Sprintf("create pod/%s: %v", pod, err), nil
+	if _, err := s.cs.CoreV1().Pods(s.o.Env.Namespace).Create(ctx, s.readerPodSpec(cmd), metav1.CreateOptions{}); err != nil {
+		return 0, fmt.Sprintf("create pod/%s: %v", pod, err), false
 	}
 	defer s.deleteReader(ctx)
 
@@ -142,32 +189,15 @@ func (s *saver) copyFile(ctx context.Context, pvcPath, name string, accept func(
 		if t := strings.TrimSpace(said.String()); t != "" {
 			why += "; it said: " + oneLine(t, 200)
 		}
-		return false, why, nil
+		return 0, why, true
 	default:
-		return false, fmt.Sprintf("pod/%s did not finish within %s: %s", pod, s.o.CopyTimeout, detail), nil
+		return 0, fmt.Sprintf("pod/%s did not finish within %s: %s", pod, s.o.CopyTimeout, detail), false
 	}
-
-	t, err := createTemp(s.o.Dir, name)
-	if err != nil {
-		return false, "", err
-	}
-	n, rerr := s.readLog(ctx, pod, "reader", false, t)
+	n, rerr := s.readLog(ctx, pod, "reader", false, w)
 	if rerr != nil {
-		t.Abort()
-		return false, fmt.Sprintf("the log of pod/%s broke off after %d bytes (%v): the download is not whole", pod, n, rerr), nil
+		return n, fmt.Sprintf("the log of pod/%s broke off after %d bytes (%v): the download is not whole", pod, n, rerr), false
 	}
-	if err := accept(t.TempName()); err != nil {
-		t.Abort()
-		return false, fmt.Sprintf("the copy (%d bytes) is not accepted: %v", n, err), nil
-	}
-	if sameFile(t.TempName(), filepath.Join(s.o.Dir, name)) {
-		t.Abort()
-		return true, "", nil
-	}
-	if err := t.Commit(); err != nil {
-		return false, "", err
-	}
-	return true, "", nil
+	return n, "", false
 }
 
 // freeReaderName deletes any pod of the reader's name and waits, bounded,
@@ -267,9 +297,8 @@ func describePod(p *corev1.Pod) string {
 // capabilities, no service account token and a read-only root, lands on the
 // volume's node by the volume's own node affinity, and tolerates every taint
 // so a cordoned or tainted node still serves it.
-func (s *saver) readerPodSpec(pvcPath string) *corev1.Pod {
+func (s *saver) readerPodSpec(cmd []string) *corev1.Pod {
 	env := s.o.Env
-	cmd := append(append([]string{}, env.readerCommand()...), readerMount+"/"+pvcPath)
 	// The pod removes itself from the node's work if the saver dies before
 	// deleting it: a cat that has not ended by then never will.
 	deadline := int64((s.o.CopyTimeout + time.Minute) / time.Second)

@@ -22,8 +22,9 @@ const usageHead = `Usage: sortie-save --dir RUNDIR [flags]
 
 Waits for a sortie run's Job to end, then saves its verdict into RUNDIR before
 anything is torn down: the Job, the driver pod and its log, every engine's
-log, the results stream and the report (copied off the report PVC through a
-short-lived, hardened reader pod that prints the file to its log), and SAVED
+log, the results stream, the live record and the report (copied off the
+report PVC through short-lived, hardened reader pods that print the file,
+or one checked chunk of it, to their log: see below), and SAVED
 last, only when the report parsed (read as sortie-gate reads it: a report
 the gate would refuse is not saved). Teardown refuses to run without SAVED.
 Run it again at any time: a good copy saved earlier is never replaced by a
@@ -64,10 +65,31 @@ report.json, times.tsv (label, started_at, ended_at,
 elapsed_ms, backend, backend started_at, pass|fail|not_run; tab-separated,
 "-" for a missing value), SAVED (the time it was written).
 
+Copies larger than a pod's log: the kubelet rotates a container's log at
+10 MiB (containerLogMaxSize, counting a few dozen bytes it adds to every
+line), so a file of some megabytes cannot be printed whole through one
+reader pod. When READER_COMMAND is "sortie cat" (the driver image's,
+which soak run sets), each file is copied in chunks of --chunk-size
+instead: one reader pod per chunk runs
+  sortie cat --offset N --length M FILE
+which prints the chunk, then a line
+  SORTIE_CHUNK offset=<N> length=<K> size=<S> sha256=<hex>
+and the chunk is kept only when it has K bytes with that sha256, from the
+offset asked. A chunk refused (cut by a rotation, a broken read, a wrong
+sha256 or range) is asked again, up to 3 times, at half the size when
+bytes were missing. Chunks are appended to RUNDIR/<file>.part, synced; a
+copy that stops there resumes from it at the next save, and a stream or
+live record saved before is where the next copy starts; either only once
+"sortie cat --sum" (the sha256 of that range on the PVC, SORTIE_SUM) shows
+it unchanged. A copy of more than one chunk is checked the same way whole
+before it gets its name. Another READER_COMMAND prints each file whole,
+and a file larger than the log rotation then cannot be copied.
+
 SIGTERM or SIGINT while waiting for the Job stops at once (nothing is saved
 yet); during a copy, the copy in progress finishes (bounded by
---copy-timeout) and nothing new is started; no file is ever half-written
-(each is written under a temporary name and renamed).
+--copy-timeout), a chunked one after its chunk in progress (kept in its
+.part for the next save), and nothing new is started; no file is ever
+half-written (each is written under a temporary name and renamed).
 
 Exit status: 0 saved (SORTIE_SAVED); 1 no report saved (SORTIE_SAVE_FAILED,
 SORTIE_SAVE_INCOMPLETE); 2 usage, or a run directory without a usable
@@ -92,7 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig `file` (default: $KUBECONFIG, else ~/.kube/config)")
 	fs.StringVar(&c.context, "context", "", "kubeconfig `context` (default: run.env's CONTEXT, else the current context)")
 	fs.DurationVar(&c.opts.Poll, "poll", c.opts.Poll, "how often the Job is looked at while it runs")
-	fs.DurationVar(&c.opts.CopyTimeout, "copy-timeout", c.opts.CopyTimeout, "how long a reader pod may take to print its file")
+	fs.DurationVar(&c.opts.CopyTimeout, "copy-timeout", c.opts.CopyTimeout, "how long a reader pod may take to print its file (or one chunk of it)")
+	fs.Int64Var(&c.opts.ChunkBytes, "chunk-size", c.opts.ChunkBytes, "copy each file in checked chunks of at most `BYTES` (65536 to 8388608), one reader pod per chunk, when READER_COMMAND is sortie cat; 0: each file whole through one reader pod")
 	fs.DurationVar(&c.opts.GiveUp, "give-up", c.opts.GiveUp, "stop waiting this long past the planned end and save what exists (0: wait as long as the Job runs)")
 	fs.DurationVar(&c.opts.OverdueAfter, "overdue-after", c.opts.OverdueAfter, "a Job still running this long past its planned end is overdue")
 	fs.DurationVar(&c.opts.OverdueEvery, "overdue-every", c.opts.OverdueEvery, "repeat SORTIE_OVERDUE at most this often")

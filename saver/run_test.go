@@ -24,11 +24,12 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{"defaults", []string{"--dir", "d"}, func(c config) bool {
 			return c.opts.Dir == "d" && c.opts.Poll == def.Poll && c.opts.CopyTimeout == def.CopyTimeout &&
-				c.opts.GiveUp == 20*time.Minute && c.opts.OverdueAfter == 5*time.Minute && c.kubeconfig == "" && c.context == ""
+				c.opts.GiveUp == 20*time.Minute && c.opts.OverdueAfter == 5*time.Minute && c.kubeconfig == "" && c.context == "" &&
+				c.opts.ChunkBytes == DefaultChunkBytes
 		}, ""},
 		{"every flag", []string{"--dir", "d", "--kubeconfig", "k", "--context", "c", "--poll", "30s", "--copy-timeout", "5m",
-			"--give-up", "0", "--overdue-after", "2m", "--overdue-every", "1m"}, func(c config) bool {
-			return c.kubeconfig == "k" && c.context == "c" && c.opts.Poll == 30*time.Second && c.opts.CopyTimeout == 5*time.Minute &&
+			"--give-up", "0", "--overdue-after", "2m", "--overdue-every", "1m", "--chunk-size", "65536"}, func(c config) bool {
+			return c.kubeconfig == "k" && c.context == "c" && c.opts.Poll == 30*time.Second && c.opts.CopyTimeout == 5*time.Minute && c.opts.ChunkBytes == 65536 &&
 				c.opts.GiveUp == 0 && c.opts.OverdueAfter == 2*time.Minute && c.opts.OverdueEvery == time.Minute
 		}, ""},
 		{"times needs no dir", []string{"--times", "r.json"}, func(c config) bool { return c.times == "r.json" }, ""},
@@ -62,8 +63,10 @@ func TestOptionsValidateListsEveryProblem(t *testing.T) {
 	o.Dir = filepath.Join(t.TempDir(), "missing")
 	o.Poll = 0
 	o.GiveUp = -time.Second
+	o.ChunkBytes = 9 << 20
 	err := o.Validate()
-	for _, w := range []string{"--dir", "NAMESPACE is missing", "JOB is missing", "--poll must be positive", "--give-up must not be negative"} {
+	for _, w := range []string{"--dir", "NAMESPACE is missing", "JOB is missing", "--poll must be positive", "--give-up must not be negative",
+		"--chunk-size must be 0 or 65536 to 8388608 bytes, got 9437184"} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate: %v, want it to say %q", err, w)
 		}
@@ -77,7 +80,7 @@ func TestRunHelp(t *testing.T) {
 	}
 	help := stderr.String()
 	var want []string
-	for _, f := range []string{"dir", "kubeconfig", "context", "poll", "copy-timeout", "give-up", "overdue-after", "overdue-every", "times"} {
+	for _, f := range []string{"dir", "kubeconfig", "context", "poll", "copy-timeout", "give-up", "overdue-after", "overdue-every", "times", "chunk-size"} {
 		want = append(want, "-"+f+" ")
 	}
 	for _, k := range RunEnvKeys {
@@ -86,7 +89,8 @@ func TestRunHelp(t *testing.T) {
 	want = append(want, "SORTIE_OVERDUE job/<name> is still running <N>s past its planned end",
 		"SORTIE_SAVED dir=<dir> job=<complete|failed|gone> executions=<n> pass=<true|false> not_run=<n> window=<first started_at>..<last ended_at> stream_executions=<n>",
 		"SORTIE_SAVE_FAILED no report (<why>), but the results stream IS saved",
-		"SORTIE_SAVE_INCOMPLETE", "engines-end.tsv", "times.tsv", "Exit status")
+		"SORTIE_SAVE_INCOMPLETE", "engines-end.tsv", "times.tsv", "Exit status",
+		"sortie cat --offset N --length M FILE", "SORTIE_CHUNK offset=<N> length=<K> size=<S> sha256=<hex>", "RUNDIR/<file>.part")
 	for _, w := range want {
 		if !strings.Contains(help, w) {
 			t.Errorf("--help lacks %q", w)

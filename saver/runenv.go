@@ -75,7 +75,7 @@ var RunEnvKeys = []struct{ Key, Doc string }{
 	{"ENGINE_SELECTOR", "label selector of the engine pods (optional; no engine logs without it)"},
 	{"READER_IMAGE", "image of the reader pod; it must hold READER_COMMAND (DRIVER_IMAGE is used when absent)"},
 	{"DRIVER_IMAGE", "the driver's image, the reader pod's image when READER_IMAGE is absent"},
-	{"READER_COMMAND", "command that prints the file given as its last argument (optional; default cat)"},
+	{"READER_COMMAND", "command that prints the file given as its last argument (optional; default cat); sortie cat (the driver image's) copies in checked chunks"},
 	{"READER_POD", "reader pod name (optional; default <JOB>-reader)"},
 	{"DRIVER_CONTAINER", "driver container whose log is sortie.log (optional; default the pod's first)"},
 	{"ENGINE_CONTAINER", "engine container whose log is saved (optional; default the pod's first)"},

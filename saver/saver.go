@@ -65,6 +65,10 @@ type Options struct {
 	CopyTimeout time.Duration
 	// ReaderPoll is how often the reader pod is looked at.
 	ReaderPoll time.Duration
+	// ChunkBytes is the size of the chunks a file is copied in when the
+	// reader command is `sortie cat` (chunks.go); 0 copies each file
+	// whole through one reader pod.
+	ChunkBytes int64
 	// DeleteTimeout bounds the wait for an earlier reader pod to go after a
 	// plain delete; ForceDeleteTimeout the wait after a forced one (grace
 	// period 0). A pod on a node that does not answer is never confirmed
@@ -93,6 +97,7 @@ func DefaultOptions() Options {
 		Poll:               10 * time.Second,
 		CopyTimeout:        3 * time.Minute,
 		ReaderPoll:         2 * time.Second,
+		ChunkBytes:         DefaultChunkBytes,
 		DeleteTimeout:      60 * time.Second,
 		ForceDeleteTimeout: 30 * time.Second,
 		OverdueAfter:       5 * time.Minute,
@@ -125,6 +130,9 @@ func (o Options) Validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
+	}
+	if o.ChunkBytes != 0 && (o.ChunkBytes < MinChunkBytes || o.ChunkBytes > record.MaxChunkBytes) {
+		errs = append(errs, fmt.Errorf("--chunk-size must be 0 or %d to %d bytes, got %d", MinChunkBytes, record.MaxChunkBytes, o.ChunkBytes))
 	}
 	if o.GiveUp < 0 {
 		errs = append(errs, fmt.Errorf("--give-up must not be negative, got %s", o.GiveUp))
@@ -179,6 +187,10 @@ type saver struct {
 	reportWhy, streamWhy string
 	// reportDone is true when this save copied the report.
 	reportDone bool
+	// interrupt is Save's own context, which a SIGTERM cancels; the steps
+	// run on detached ones, and a chunked copy stops between two chunks
+	// when it is done.
+	interrupt context.Context
 }
 
 // step is one part of a save after the wait, run to its end once started.
@@ -196,7 +208,7 @@ func Save(ctx context.Context, cs kubernetes.Interface, clk clock.Clock, o Optio
 	if err := o.Validate(); err != nil {
 		return Result{}, err
 	}
-	s := &saver{cs: cs, clk: clk, o: o, log: o.Log, out: o.Out, logs: o.Logs, t0: clk.Now()}
+	s := &saver{cs: cs, clk: clk, o: o, log: o.Log, out: o.Out, logs: o.Logs, t0: clk.Now(), interrupt: ctx}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -94,6 +96,25 @@ type fixture struct {
 	// stuckDelete makes the API accept deletes of the reader pod without
 	// ever removing it (a node that does not answer).
 	stuckDelete bool
+	// pvcDir holds the PVC's files for a reader pod that runs sortie cat
+	// with --offset: its log is what record.WriteChunk prints of the real
+	// file, passed through chunkHook when one is set.
+	pvcDir     string
+	chunkHook  func(a chunkArgs, out []byte) []byte
+	chunkBytes int64
+	// oldCat makes every chunk reader pod fail as the sortie cat of an
+	// image from before chunks does: usage, exit 2.
+	oldCat bool
+	// catBin, when set, is a built sortie binary that prints the chunks
+	// as a reader pod runs it, instead of record.WriteChunk in-process.
+	catBin string
+}
+
+// chunkArgs is what a chunk reader pod was asked.
+type chunkArgs struct {
+	file           string
+	offset, length int64
+	sum            bool
 }
 
 func readFixture(t *testing.T, name string) []byte {
@@ -205,6 +226,9 @@ func (fx *fixture) start(objs []runtime.Object) {
 		if len(seq) > 0 {
 			pod.Status = seq[min(n, len(seq)-1)]
 		}
+		if _, isChunk := chunkOf(pod); isChunk && fx.oldCat {
+			pod.Status = failed(2)
+		}
 		if hook != nil {
 			hook(file, n)
 		}
@@ -242,6 +266,12 @@ func (fx *fixture) Logs(ctx context.Context, namespace, pod, container string, p
 		if err != nil {
 			return nil, err
 		}
+		if a, isChunk := chunkOf(obj.(*corev1.Pod)); isChunk {
+			if fx.oldCat {
+				return io.NopCloser(strings.NewReader("sortie: usage: sortie cat FILE\n")), nil
+			}
+			return io.NopCloser(bytes.NewReader(fx.printChunk(a))), nil
+		}
 		sc, ok = fx.fileLogs[readerFile(obj.(*corev1.Pod))]
 	} else {
 		key := pod
@@ -261,6 +291,54 @@ func (fx *fixture) Logs(ctx context.Context, namespace, pod, container string, p
 
 var _ LogReader = (*fixture)(nil)
 
+// chunkOf reads a chunk reader pod's arguments.
+func chunkOf(p *corev1.Pod) (chunkArgs, bool) {
+	a := chunkArgs{file: readerFile(p)}
+	cmd := p.Spec.Containers[0].Command
+	isChunk := false
+	for i, w := range cmd {
+		switch w {
+		case "--offset":
+			a.offset, _ = strconv.ParseInt(cmd[i+1], 10, 64)
+			isChunk = true
+		case "--length":
+			a.length, _ = strconv.ParseInt(cmd[i+1], 10, 64)
+		case "--sum":
+			a.sum = true
+		}
+	}
+	return a, isChunk
+}
+
+// printChunk is what sortie cat prints for a: the real chunk of the file
+// in pvcDir, or its error as the pod's log.
+func (fx *fixture) printChunk(a chunkArgs) []byte {
+	var out bytes.Buffer
+	var err error
+	if fx.catBin != "" {
+		args := []string{"cat", "--offset", strconv.FormatInt(a.offset, 10), "--length", strconv.FormatInt(a.length, 10)}
+		if a.sum {
+			args = append(args, "--sum")
+		}
+		cmd := exec.Command(fx.catBin, append(args, filepath.Join(fx.pvcDir, a.file))...)
+		cmd.Stdout = &out
+		err = cmd.Run()
+	} else {
+		var f *os.File
+		if f, err = os.Open(filepath.Join(fx.pvcDir, a.file)); err == nil {
+			defer f.Close()
+			_, err = record.WriteChunk(&out, f, a.offset, a.length, a.sum)
+		}
+	}
+	if err != nil {
+		return []byte("sortie: " + err.Error() + "\n")
+	}
+	if fx.chunkHook != nil {
+		return fx.chunkHook(a, out.Bytes())
+	}
+	return out.Bytes()
+}
+
 // errReader ends a log with err instead of EOF.
 type errReader struct{ err error }
 
@@ -277,6 +355,9 @@ func (fx *fixture) options(out io.Writer) Options {
 	o.Env = fx.env
 	o.Logs = fx
 	o.Out = out
+	if fx.chunkBytes != 0 {
+		o.ChunkBytes = fx.chunkBytes
+	}
 	return o
 }
 

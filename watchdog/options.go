@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/sortie-soak/sortie/internal/cli"
 )
 
 // Options is what a watch needs; flags fill it, DefaultOptions gives the
@@ -149,13 +151,13 @@ func parseFlags(args []string, stderr io.Writer) (o Options, help bool, err erro
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), usageText); fs.PrintDefaults() }
 	namespaces := fs.String("namespaces", "", "comma-separated `list` of namespaces to watch (required)")
-	fs.DurationVar(&o.Interval, "interval", o.Interval, "time between samples")
-	fs.DurationVar(&o.Duration, "duration", o.Duration, "length of the watch; the last sample is taken at its end")
+	cli.DurationVar(fs, &o.Interval, "interval", o.Interval, "time between samples (`seconds` as a bare integer, or a duration such as 2m)")
+	cli.DurationVar(fs, &o.Duration, "duration", o.Duration, "length of the watch (seconds, or a duration such as 8h30m); the last sample is taken at its end")
 	fs.StringVar(&o.LogPath, "log", "", "append every output line to this `file` as well, synced line by line")
 	fs.BoolVar(&o.Preflight, "preflight", false, "only check that every namespace can be listed, then exit")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig `file` (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context `name` (default: the file's current context)")
-	fs.DurationVar(&o.RequestTimeout, "request-timeout", o.RequestTimeout, "bound of one list call")
+	cli.DurationVar(fs, &o.RequestTimeout, "request-timeout", o.RequestTimeout, "bound of one list call")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, true, nil

@@ -441,7 +441,12 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%v: error %v, want one containing %q", tc.args, err, tc.want)
 		}
 	}
-	o, _, err := parseFlags([]string{"--namespaces", "a, b", "--interval", "30s", "--duration", "1h", "--log", "x.log", "--context", "kind-soak"}, &bytes.Buffer{})
+	// Bare integers are seconds, as restart-watch.sh's --interval took them.
+	o, _, err := parseFlags([]string{"--namespaces", "a", "--interval", "120", "--duration", "30600"}, &bytes.Buffer{})
+	if err != nil || o.Interval != 2*time.Minute || o.Duration != 8*time.Hour+30*time.Minute {
+		t.Errorf("--interval 120 --duration 30600: %v %v, %v; want 2m0s 8h30m0s", o.Interval, o.Duration, err)
+	}
+	o, _, err = parseFlags([]string{"--namespaces", "a, b", "--interval", "30s", "--duration", "1h", "--log", "x.log", "--context", "kind-soak"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,6 +170,12 @@ func (s *Scenario) request(t Target, stageName string, ex Execution, workerRate 
 		MaxPendingRequests: s.MaxPendingRequests,
 		Timeout:            durationpb.New(s.Timeout),
 	}
+	if s.RequestTimeout > 0 {
+		req.RequestTimeout = durationpb.New(s.RequestTimeout)
+	}
+	if s.MaxLateness > 0 {
+		req.MaxLateness = durationpb.New(s.MaxLateness)
+	}
 	if ex.Ramp > 0 {
 		req.Ramp = durationpb.New(ex.Ramp)
 	}
@@ -304,4 +310,22 @@ func (c *Compiled) WriteRequests(w io.Writer) error {
 		return fmt.Errorf("write requests: %w", err)
 	}
 	return nil
+}
+
+// Unjudged lists the labels of the executions with no threshold to judge
+// them: a plan that declares none judges nothing but the engines' own
+// failures, and the run fails such an execution only when no request got a
+// 2xx. A caller warns of them before any load.
+func (c *Compiled) Unjudged() []string {
+	var out []string
+	for _, cs := range c.Scenarios {
+		for _, st := range cs.Stages {
+			for _, ex := range st.Executions {
+				if len(ex.Thresholds) == 0 {
+					out = append(out, ex.Label)
+				}
+			}
+		}
+	}
+	return out
 }

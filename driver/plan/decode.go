@@ -9,12 +9,15 @@ package plan
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 // maxVisits bounds the nodes a decode visits. Aliases let a small file name
@@ -291,26 +294,130 @@ func (d *decoder) strs(n *yaml.Node, path string) val[[]val[string]] {
 
 var numberLike = regexp.MustCompile(`^[-+]?[0-9._]+([eE][-+]?[0-9]+)?$`)
 
-// integer decodes a whole number.
+// integer decodes a whole number, written as a user writes one: decimal
+// digits (10), or a decimal whose fraction is zero (10.0). Every other
+// spelling YAML also reads as a number is refused with the plain one to
+// write (see plainInteger).
 func (d *decoder) integer(n *yaml.Node, path string) val[int64] {
 	n = d.resolve(n)
 	v := val[int64]{set: true, at: d.at(n, path)}
 	switch {
-	case n.Kind == yaml.ScalarNode && n.Tag == "!!int":
-		var i int64
-		if err := n.Decode(&i); err != nil {
-			d.fail(n, path, "%s is out of range", n.Value)
-			return v
+	case n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float" || n.Tag == "!!str" && n.Style&quoted == 0 && numberLike.MatchString(n.Value)):
+		// An unquoted number yaml.v3 could not hold (1e400) it tags as a
+		// string: it is still a number the user wrote, and out of range.
+		i, ok, msg := plainInteger(n.Value)
+		if msg != "" {
+			d.fail(n, path, "%s", msg)
 		}
-		v.v, v.ok = i, true
-	case n.Kind == yaml.ScalarNode && n.Tag == "!!float":
-		d.fail(n, path, "must be a whole number, got %s", n.Value)
+		v.v, v.ok = i, ok
 	case n.Kind == yaml.ScalarNode && n.Tag == "!!str" && numberLike.MatchString(n.Value):
 		d.fail(n, path, "must be a number, got the string %q (write it without quotes)", n.Value)
 	default:
 		d.fail(n, path, "must be a whole number, got %s", kindName(n))
 	}
 	return v
+}
+
+// quoted are the styles of a scalar written in quotes.
+const quoted = yaml.SingleQuotedStyle | yaml.DoubleQuotedStyle
+
+var (
+	// plainDecimal is a number as a user writes one: 10, -3, 2.5, 10.0.
+	plainDecimal = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?$`)
+	// leadingZero is a decimal YAML 1.1 reads as octal: 010 is 8.
+	leadingZero = regexp.MustCompile(`^[-+]?0[0-9_]+$`)
+	// bigExponent is a decimal with an exponent too large for ParseDecimal.
+	bigExponent = regexp.MustCompile(`^[0-9]*\.?[0-9]*e\+?[0-9]+$`)
+	// durationSyntax is what time.ParseDuration reads, whatever its size.
+	durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+)
+
+// plainInteger reads a YAML number that must be whole. ok says i holds its
+// value; msg is a problem to report, set when ok is false and also when a
+// value was read but spelled in a form the plan does not take (0x10, 1_000,
+// +10, 1e3): that value is kept, so a range rule can say its piece too.
+func plainInteger(s string) (i int64, ok bool, msg string) {
+	if plainDecimal.MatchString(s) {
+		r, _ := new(big.Rat).SetString(s)
+		if !r.IsInt() {
+			return 0, false, fmt.Sprintf("must be a whole number, got %s", s)
+		}
+		if !r.Num().IsInt64() {
+			return 0, false, fmt.Sprintf("%s is out of range: a whole number here is from %d to %d", s, int64(math.MinInt64), int64(math.MaxInt64))
+		}
+		return r.Num().Int64(), true, ""
+	}
+	if leadingZero.MatchString(s) {
+		dec := strings.TrimLeft(strings.ReplaceAll(strings.TrimLeft(s, "+-"), "_", ""), "0")
+		if dec == "" {
+			dec = "0"
+		}
+		return 0, false, fmt.Sprintf("%s has a leading zero, which YAML reads as an octal number: write %s%s", s, sign(s), dec)
+	}
+	r, how := yamlNumber(s)
+	if r == nil {
+		return 0, false, fmt.Sprintf("must be a whole number written in decimal digits, got %s", s)
+	}
+	if !r.IsInt() {
+		return 0, false, fmt.Sprintf("must be a whole number, got %s", s)
+	}
+	plain := r.Num().String()
+	if !r.Num().IsInt64() {
+		return 0, false, fmt.Sprintf("%s is out of range: a whole number here is from %d to %d", s, int64(math.MinInt64), int64(math.MaxInt64))
+	}
+	return r.Num().Int64(), true, fmt.Sprintf("%s is written %s: write %s", s, how, plain)
+}
+
+// sign is "-" for a negative number as written, else "".
+func sign(s string) string {
+	if strings.HasPrefix(s, "-") {
+		return "-"
+	}
+	return ""
+}
+
+// yamlNumber reads the other number spellings YAML accepts, exactly, and
+// says which it was; nil for what is not a finite number (.inf, .nan).
+func yamlNumber(s string) (*big.Rat, string) {
+	neg := strings.HasPrefix(s, "-")
+	body := strings.TrimLeft(s, "+-")
+	how := "with a plus sign"
+	if strings.Contains(body, "_") {
+		body, how = strings.ReplaceAll(body, "_", ""), "with underscores"
+	}
+	var r *big.Rat
+	switch lower := strings.ToLower(body); {
+	case strings.HasPrefix(lower, "0x"), strings.HasPrefix(lower, "0o"), strings.HasPrefix(lower, "0b"):
+		n, ok := new(big.Int).SetString(lower, 0)
+		if !ok {
+			return nil, ""
+		}
+		r = new(big.Rat).SetInt(n)
+		how = map[byte]string{'x': "in hexadecimal", 'o': "in octal", 'b': "in binary"}[lower[1]]
+	case strings.ContainsAny(lower, "e"):
+		if _, err := record.ParseDecimal(lower); err != nil {
+			if bigExponent.MatchString(lower) {
+				// Finite, but more than any field holds: say so rather
+				// than "not a number".
+				return new(big.Rat).SetFrac(new(big.Int).Lsh(big.NewInt(1), 200), big.NewInt(1)), "with an exponent"
+			}
+			return nil, ""
+		}
+		r, _ = new(big.Rat).SetString(lower)
+		how = "with an exponent"
+	default:
+		var ok bool
+		if r, ok = new(big.Rat).SetString(body); !ok || strings.ContainsAny(lower, "/") {
+			return nil, ""
+		}
+		if strings.HasPrefix(body, ".") || strings.HasSuffix(body, ".") {
+			how = "without a digit on each side of its point"
+		}
+	}
+	if neg {
+		r.Neg(r)
+	}
+	return r, how
 }
 
 // boolean decodes true or false.
@@ -345,7 +452,9 @@ func (d *decoder) duration(n *yaml.Node, path string) val[time.Duration] {
 	}
 	t, err := time.ParseDuration(n.Value)
 	if err != nil {
-		if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
+		if durationSyntax.MatchString(n.Value) {
+			d.fail(n, path, "%q is too long: a duration is at most %v", n.Value, time.Duration(math.MaxInt64))
+		} else if _, nerr := strconv.ParseFloat(n.Value, 64); nerr == nil {
 			d.fail(n, path, "a duration needs a unit, such as \"%ss\", got %q", n.Value, n.Value)
 		} else {
 			d.fail(n, path, "%q is not a duration such as \"30s\", \"15m\" or \"8h30m\"", n.Value)
@@ -382,7 +491,7 @@ type rawScenario struct {
 	targets                                           val[[]*rawTarget]
 	headers, thresholds                               val[[]val[string]]
 	connections, maxPending                           val[int64]
-	timeout                                           val[time.Duration]
+	timeout, requestTimeout, maxLateness              val[time.Duration]
 	tls                                               val[*rawTLS]
 	stats                                             val[*rawStats]
 	executor                                          rawExecutor
@@ -497,6 +606,7 @@ func (d *decoder) pool(n *yaml.Node, path string) *rawPool {
 var scenarioKeys = []string{
 	"name", "pool", "target", "targets", "method", "headers", "body", "body_file",
 	"protocol", "connections", "concurrency", "max_pending_requests", "timeout",
+	"request_timeout", "max_lateness",
 	"tls", "stats", "executor", "thresholds",
 }
 
@@ -542,6 +652,10 @@ func (d *decoder) scenario(n *yaml.Node, path string) *rawScenario {
 			s.maxPending = d.integer(v, p)
 		case "timeout":
 			s.timeout = d.duration(v, p)
+		case "request_timeout":
+			s.requestTimeout = d.duration(v, p)
+		case "max_lateness":
+			s.maxLateness = d.duration(v, p)
 		case "tls":
 			s.tls = d.tlsBlock(v, p)
 		case "stats":
@@ -719,15 +833,14 @@ func (d *decoder) executor(n *yaml.Node, path string) rawExecutor {
 // refused with the whole numbers around it, never rounded.
 func (d *decoder) rate(n *yaml.Node, path string) val[int64] {
 	r := d.resolve(n)
-	if r.Kind == yaml.ScalarNode && r.Tag == "!!float" {
-		v := val[int64]{set: true, at: d.at(r, path)}
-		f, err := strconv.ParseFloat(r.Value, 64)
-		if err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) && f > 0 && f < 1e15 {
-			d.fail(r, path, "a rate is a whole number of requests per second, got %s (nearest: %d or %d)", r.Value, int64(math.Floor(f)), int64(math.Ceil(f)))
-		} else {
-			d.fail(r, path, "a rate is a whole number of requests per second, got %s", r.Value)
+	if r.Kind == yaml.ScalarNode && r.Tag == "!!float" && plainDecimal.MatchString(r.Value) {
+		if q, _ := new(big.Rat).SetString(r.Value); q.Sign() > 0 && !q.IsInt() {
+			v := val[int64]{set: true, at: d.at(r, path)}
+			lo := new(big.Int).Quo(q.Num(), q.Denom())
+			hi := new(big.Int).Add(lo, big.NewInt(1))
+			d.fail(r, path, "a rate is a whole number of requests per second, got %s (nearest: %s or %s)", r.Value, lo, hi)
+			return v
 		}
-		return v
 	}
 	d.visits-- // integer resolves n again
 	return d.integer(n, path)

@@ -65,6 +65,12 @@ func describeScenario(w io.Writer, cs CompiledScenario) {
 	}
 	fmt.Fprintf(w, "  requests: %s, %s, concurrency %d (workers per backend and target), connections %d per worker, max_pending_requests %d per worker, timeout %v\n",
 		s.Method, s.Protocol, s.Concurrency, s.Connections, s.MaxPendingRequests, s.Timeout)
+	if s.RequestTimeout > 0 {
+		fmt.Fprintf(w, "  request_timeout %v: a response not ended that long after its request was written is benchmark.request_timeout\n", s.RequestTimeout)
+	}
+	if s.MaxLateness > 0 {
+		fmt.Fprintf(w, "  max_lateness %v: a request due longer ago when its worker gets to it is not sent, benchmark.late_dropped\n", s.MaxLateness)
+	}
 	for _, h := range s.Headers {
 		fmt.Fprintln(w, strings.TrimRight("  header: "+h.Name+": "+h.Value, " "))
 	}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -31,6 +33,9 @@ func FuzzParse(f *testing.F) {
 		"version: v1\nscenarios: [{<<: [{name: a}, {name: b}], executor: {<<: 1}}]",
 		"version: v1\npools: [{name: p, dns: \"x:1\"}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", executor: {type: staircase, stages: [{rate: 7, duration: 3ms}]}}]",
 		"version: v1\npools: [{name: p, services: [\"a:1\", \"b:1\", \"c:1\"]}]\nscenarios: [{name: s, pool: p, targets: [{name: a, url: \"http://x/\", weight: 4294967295}, {name: b, url: \"http://x/\", weight: 4294967295}], concurrency: \"256\", executor: {type: ramping-rate, rate: 4294967295, ramp_time: 2562047h, duration: 2562047h47m16s}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", connections: 0x7fffffffffffffff, executor: {type: constant-rate, rate: 010, duration: 2562048h}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", max_pending_requests: -1_0.0, executor: {type: constant-rate, rate: 1e400, duration: 1ns}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", executor: {type: staircase, stages: [{rate: 10.0, duration: .5s}, {rate: +.5e1, duration: 1.s}]}}]",
 	} {
 		f.Add([]byte(s))
 	}
@@ -82,4 +87,27 @@ func checkPositions(t *testing.T, err error) {
 			t.Fatalf("error without a position: %q", e)
 		}
 	}
+}
+
+// FuzzPlainInteger checks the reading of plan numbers: a value is read
+// without a complaint only from plain decimal digits (a zero fraction
+// allowed), and then it is exactly what was written.
+func FuzzPlainInteger(f *testing.F) {
+	for _, s := range []string{"10", "-3", "10.0", "2.5", "010", "0x10", "0o7", "0b1", "1_000", "+10", "1e12", "1e400", ".inf", ".5", "5.", "-0", "9223372036854775808", "-0x8000000000000000", "1e-3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		i, ok, msg := plainInteger(s)
+		if !ok && msg == "" {
+			t.Fatalf("%q: refused without a message", s)
+		}
+		if ok && msg == "" {
+			if !plainDecimal.MatchString(s) {
+				t.Fatalf("%q read as %d without a complaint", s, i)
+			}
+			if got := strconv.FormatInt(i, 10); strings.TrimSuffix(strings.TrimRight(s, "0"), ".") != got && s != got && !(s[0] == '-' && i == 0) {
+				t.Fatalf("%q read as %d", s, i)
+			}
+		}
+	})
 }

@@ -33,7 +33,9 @@
 //	    connections: 100            # per worker; default 100
 //	    concurrency: "1"            # workers per backend, a string
 //	    max_pending_requests: 0     # per worker; default 0
-//	    timeout: 30s                # default 30s
+//	    timeout: 30s                # connect and final drain; default 30s
+//	    request_timeout: 10s        # per response, from its write; default none
+//	    max_lateness: 5s            # drop requests due longer ago; default none
 //	    tls: {ca_file, cert_file, key_file, server_name, insecure_skip_verify}
 //	    stats: {address: "10.96.0.7:8125", prefix: sortie, backend: name|address, flush_interval: 5s}
 //	    executor:
@@ -83,10 +85,10 @@ package plan
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -96,6 +98,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sortie-soak/sortie/driver/threshold"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // Version is the only plan schema version this package reads.
@@ -126,6 +129,13 @@ const (
 	DefaultTimeout     = 30 * time.Second
 	DefaultStatsPrefix = "sortie"
 )
+
+// MaxSpan bounds what an execution asks of the driver's clock, duration +
+// timeout (a staircase's stages together): 876000h, a hundred years. The
+// driver adds its drain and grace to it for a deadline; a span near the
+// 292 years a time.Duration holds would overflow that sum and put the
+// deadline in the past.
+const MaxSpan = 876000 * time.Hour
 
 // Limits an engine sets on what it accepts; a plan beyond them is refused
 // before any load rather than by every engine at the start.
@@ -185,7 +195,14 @@ type Scenario struct {
 	// MaxPendingRequests is each worker's queue of requests waiting for a
 	// connection.
 	MaxPendingRequests uint32
-	Timeout            time.Duration
+	// Timeout bounds a connect and the final drain.
+	Timeout time.Duration
+	// RequestTimeout bounds each response from its request's write
+	// (benchmark.request_timeout); 0: none.
+	RequestTimeout time.Duration
+	// MaxLateness: a request due longer ago than this when its worker
+	// gets to it is not sent (benchmark.late_dropped); 0: none.
+	MaxLateness time.Duration
 	// TLS is nil when the plan sets none.
 	TLS *TLS
 	// Stats is nil when the plan sets none.
@@ -298,13 +315,33 @@ func (p *Plan) Placeholders() map[string][]string {
 	return out
 }
 
+// MaxBytes is the largest plan file read, 8 MiB: a plan of a thousand
+// targets is some hundred KiB, and yaml.v3 holds a plan in memory many times
+// over. A larger file (or /dev/zero) is refused before it is parsed.
+const MaxBytes = 8 << 20
+
 // Load reads and parses the plan file at path.
-func Load(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+func Load(path string) (*Plan, error) { return LoadContext(context.Background(), path) }
+
+// LoadContext reads and parses the plan file at path; the read ends when
+// ctx ends, and a file over MaxBytes is a *record.TooLargeError.
+func LoadContext(ctx context.Context, path string) (*Plan, error) {
+	data, err := Read(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("read plan %s: %w", path, err)
+		return nil, err
 	}
 	return Parse(path, data)
+}
+
+// Read reads the plan file at path, at most MaxBytes of it, as LoadContext
+// does, for a caller that keeps the bytes.
+func Read(ctx context.Context, path string) ([]byte, error) {
+	data, err := record.ReadInput(ctx, path, "plan", MaxBytes)
+	var tooBig *record.TooLargeError
+	if err != nil && !errors.As(err, &tooBig) {
+		return nil, fmt.Errorf("read plan %s: %w", path, err)
+	}
+	return data, err
 }
 
 // Parse decodes, defaults and validates a plan. filename names the plan in
@@ -313,6 +350,9 @@ func Load(path string) (*Plan, error) {
 // errors.Join in the order of the file.
 func Parse(filename string, data []byte) (*Plan, error) {
 	errs := &errList{file: filename}
+	if len(data) > MaxBytes {
+		return nil, &record.TooLargeError{What: "plan", Path: filename, Max: MaxBytes}
+	}
 	root, err := decodeYAML(data)
 	if err != nil {
 		errs.addMsg(yamlErrorLoc(err), yamlErrorMsg(err))

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sortie-soak/sortie/record"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -93,5 +95,27 @@ func TestPlans(t *testing.T) {
 	}
 	if valid == 0 || invalid == 0 {
 		t.Fatalf("found %d valid and %d invalid plans", valid, invalid)
+	}
+}
+
+// TestLoadCap refuses a plan over MaxBytes, naming the file and the cap,
+// without reading an endless one (/dev/zero) to its end.
+func TestLoadCap(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte("version: v1\n"+strings.Repeat("#", MaxBytes)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{big, "/dev/zero"} {
+		_, err := Load(path)
+		var tl *record.TooLargeError
+		if !errors.As(err, &tl) || tl.Path != path || tl.Max != MaxBytes {
+			t.Fatalf("Load(%s): %v, want a *record.TooLargeError", path, err)
+		}
+		if !strings.Contains(err.Error(), "8 MiB") {
+			t.Errorf("message %q does not name the cap", err)
+		}
+	}
+	if _, err := Parse("big.yaml", make([]byte, MaxBytes+1)); err == nil || !strings.Contains(err.Error(), "big.yaml") {
+		t.Fatalf("Parse of an over-cap plan: %v", err)
 	}
 }

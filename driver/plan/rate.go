@@ -307,7 +307,14 @@ func ratString(num, den *big.Int) string {
 	if q.IsInt() {
 		return q.Num().String()
 	}
-	s := q.FloatString(6)
+	// Six decimals, or as many more as a tiny count needs to show a digit
+	// that is not zero (1ns at 10/s plans 0.00000001 requests, not "0.…").
+	prec := 6
+	s := q.FloatString(prec)
+	for strings.Trim(s, "-0.") == "" && prec < 60 {
+		prec += 3
+		s = q.FloatString(prec)
+	}
 	exact, _ := new(big.Rat).SetString(s)
 	s = strings.TrimRight(s, "0")
 	if exact == nil || exact.Cmp(q) != 0 {

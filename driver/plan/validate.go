@@ -250,6 +250,8 @@ func merge(s, defaults *rawScenario) *rawScenario {
 	fill(&m.concurrency, defaults.concurrency)
 	fill(&m.maxPending, defaults.maxPending)
 	fill(&m.timeout, defaults.timeout)
+	fill(&m.requestTimeout, defaults.requestTimeout)
+	fill(&m.maxLateness, defaults.maxLateness)
 	fill(&m.tls, defaults.tls)
 	fill(&m.stats, defaults.stats)
 	fill(&m.thresholds, defaults.thresholds)
@@ -446,6 +448,24 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 			s.Timeout = t.v
 		}
 	}
+	// Off unless set: the older stack had neither, and a plan of it
+	// must mean what it meant.
+	for _, o := range []struct {
+		v    val[time.Duration]
+		name string
+		to   *time.Duration
+	}{{rs.requestTimeout, "request_timeout", &s.RequestTimeout}, {rs.maxLateness, "max_lateness", &s.MaxLateness}} {
+		switch {
+		case !o.v.set:
+		case !o.v.ok:
+			bad()
+		case o.v.v <= 0:
+			b.fail(o.v.at, "%s must be positive (leave it out for none), got %v", o.name, o.v.v)
+			bad()
+		default:
+			*o.to = o.v.v
+		}
+	}
 
 	// tls
 	if rs.tls.set {
@@ -468,6 +488,8 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 	// executor
 	if !b.executor(rs, &s, ctx, isDefaults) {
 		notSplittable()
+	} else if !isDefaults && !b.checkSpan(&s, ctx) {
+		bad()
 	}
 
 	// thresholds
@@ -620,6 +642,11 @@ func checkURL(s string) error {
 	}
 	if u.Opaque != "" || u.Hostname() == "" {
 		return fmt.Errorf("url %q has no host", s)
+	}
+	if u.User != nil {
+		// The engine refuses it, once the load has started: said here,
+		// before any, without repeating the password.
+		return fmt.Errorf("url %q carries user information, which the engine refuses; send an Authorization header instead", u.Redacted())
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
@@ -1005,6 +1032,33 @@ func (b *builder) executor(rs *rawScenario, s *Scenario, ctx string, isDefaults 
 		}
 	}
 	return ok
+}
+
+// checkSpan refuses a scenario whose executions the driver cannot time:
+// each one's duration + timeout, and a staircase's stages together, must
+// be at most MaxSpan, so that no deadline the driver sets (that span plus
+// its drain and grace) overflows.
+func (b *builder) checkSpan(s *Scenario, ctx string) bool {
+	x := s.Executor
+	// fits says d + timeout is at most MaxSpan, without a sum that could
+	// overflow on the way.
+	fits := func(d time.Duration) bool { return d <= MaxSpan && s.Timeout <= MaxSpan-d }
+	if x.Type != Staircase {
+		if !fits(x.Duration) {
+			b.failIn(ctx, s.pos.duration, "duration %v with timeout %v is too long: duration + timeout is at most %v", x.Duration, s.Timeout, MaxSpan)
+			return false
+		}
+		return true
+	}
+	var total time.Duration
+	for i, st := range x.Stages {
+		if !fits(st.Duration) || !fits(total+min(st.Duration, MaxSpan)) {
+			b.failIn(ctx, s.pos.stages[i].duration, "the stages up to this one with timeout %v are too long: the stages + timeout are at most %v", s.Timeout, MaxSpan)
+			return false
+		}
+		total += st.Duration
+	}
+	return true
 }
 
 // labels lists the scenario's execution labels in run order.

@@ -1,18 +1,18 @@
-// Package soak is the kickoff of a sortie soak.
+// Package soak is the soak binary's dispatcher: it hands each command to
+// the package of its job and holds no job itself.
 //
-// `soak local` runs the whole loop on one machine: fixture targets behind
-// local stand-ins for Services, one engine per node as child processes on
-// their own loopback addresses, the driver as a child process, and the
-// gate; it injects faults (targets down or resetting a few requests,
-// engines killed or frozen, the driver frozen) and rolling restarts of the
-// targets, and writes each down with its begin and end (rolls.log,
-// faults.log) in the format the churn driver's lines have. A run whose
-// rolls touched nothing (no old replica held a connection or a request at
-// SIGTERM) is UNOBSERVED, exit 3.
+//   - `soak local` (package local) runs the whole loop on one machine:
+//     fixture targets behind local stand-ins for Services, one engine per
+//     node and the driver as child processes, faults, rolling restarts, and
+//     the gate's grade.
+//   - `soak run e2e|soak` (package kickoff) launches the same loop on a
+//     Kubernetes cluster.
+//   - `soak teardown` (package teardown) uninstalls a run once its verdict
+//     is saved.
+//   - `soak lab` (package lab) is a real Kubernetes cluster on this machine.
 //
-// `soak run e2e|soak` launches the same loop on a Kubernetes cluster in
-// order — pre-flight and provenance, the engines alone, the plan for the
-// ready engines, the driver Job, the saver armed before the first look at
-// the driver pod, the restart watchdog and the churn driver at T0 — and
-// `soak teardown` uninstalls it once the verdict is saved.
+// Package cluster holds what the kickoff and the teardown share. The binary
+// also answers to the programs a local run starts as its child processes
+// (engine, target, driver, gate; see local.Child), so one binary is all a
+// run needs.
 package soak

@@ -24,6 +24,10 @@ The plan ConfigMap is named by the first 10 hex digits of the plan's sha256,
 so a different plan is a different object and a pod never reads a plan that
 changed under it.
 */}}
+{{- define "sortie.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "sortie.fullname" .)) .Values.tls.secretName -}}
+{{- end }}
+
 {{- define "sortie.planConfigMapName" -}}
 {{- printf "%s-plan-%s" (include "sortie.fullname" .) (sha256sum .Values.plan | trunc 10) -}}
 {{- end }}
@@ -92,6 +96,9 @@ which every release renders, so a bad value fails any install.
 {{- end -}}
 {{- $_ := include "sortie.image" (dict "ctx" . "name" "engine") -}}
 {{- $_ = include "sortie.image" (dict "ctx" . "name" "driver") -}}
+{{- if not .Values.engine.allowTargets -}}
+{{- fail "engine.allowTargets is empty: list the hosts (or CIDRs) of the release's targets and its statsd address, e.g. --set 'engine.allowTargets={*.aether-test.mesh}', or {*} to allow any target" -}}
+{{- end -}}
 {{- if and .Values.job.enabled (not (trim .Values.plan)) -}}
 {{- fail "plan is empty but job.enabled is true: pass the plan with --set-file plan=plan.yaml, or set job.enabled=false to install the engines alone" -}}
 {{- end -}}

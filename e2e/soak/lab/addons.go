@@ -66,7 +66,7 @@ func Addons(l Layout, img AddonImages, corefile string) []any {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: RunNamespace}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TargetNamespace}})
 	for _, t := range Targets {
-		objs = append(objs, targetDeployment(t, img.Target), targetService(t))
+		objs = append(objs, targetServiceAccount(t), targetDeployment(t, img.Target), targetService(t))
 	}
 	return objs
 }
@@ -153,12 +153,22 @@ func storage(l Layout) []any {
 	return objs
 }
 
-// targetDeployment is a rollable fixture target: a new replica is ready
-// before an old one goes (maxUnavailable 0, minReadySeconds), and an old
-// one waits out the endpoints' propagation before SIGTERM (preStop), then
-// drains.
+// targetServiceAccount is a fixture target's own identity, as the churn
+// pre-flight asks of a mesh workload.
+func targetServiceAccount(t Target) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: t.Name, Namespace: TargetNamespace},
+		AutomountServiceAccountToken: ptrTo(false)}
+}
+
+// targetDeployment is a rollable fixture target held to the churn
+// pre-flight's bar for a mesh workload (its management label, its own
+// ServiceAccount, a preStop sleep of 10 s and a grace period for it and
+// a drain): a new replica is ready before an old one goes
+// (maxUnavailable 0, minReadySeconds), and an old one waits out the
+// endpoints' propagation before SIGTERM (preStop), then drains.
 func targetDeployment(t Target, image string) *appsv1.Deployment {
 	labels := map[string]string{"app": t.Name}
+	podLabels := map[string]string{"app": t.Name, "aether.io/managed": "true"}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: t.Name, Namespace: TargetNamespace},
 		Spec: appsv1.DeploymentSpec{
@@ -168,8 +178,9 @@ func targetDeployment(t Target, image string) *appsv1.Deployment {
 				MaxUnavailable: ptrTo(intstr.FromInt32(0)), MaxSurge: ptrTo(intstr.FromInt32(1))}},
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
 				Spec: corev1.PodSpec{
+					ServiceAccountName:            t.Name,
 					AutomountServiceAccountToken:  ptrTo(false),
 					TerminationGracePeriodSeconds: ptrTo[int64](30),
 					Containers: []corev1.Container{{
@@ -178,7 +189,7 @@ func targetDeployment(t Target, image string) *appsv1.Deployment {
 						Args:            []string{"--listen", fmt.Sprintf("0.0.0.0:%d", TargetPort)},
 						Ports:           []corev1.ContainerPort{{Name: "http", ContainerPort: TargetPort}},
 						ReadinessProbe:  httpProbe("/", TargetPort, 2),
-						Lifecycle:       &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}},
+						Lifecycle:       &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 10}}},
 						SecurityContext: restricted(),
 					}},
 				},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/sortie-soak/sortie/churn"
 	"github.com/sortie-soak/sortie/render"
 )
 
@@ -75,6 +77,22 @@ func checkRollable(t *testing.T, d *appsv1.Deployment) {
 	c := d.Spec.Template.Spec.Containers[0]
 	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.ReadinessProbe == nil {
 		t.Errorf("%s: no preStop or readiness probe", d.Name)
+	}
+	// The bar the churn pre-flight holds a mesh workload to, at its
+	// defaults: the soak run in the lab rolls these.
+	co := churn.DefaultOptions()
+	k, v, _ := strings.Cut(co.ManagedLabel, "=")
+	if d.Spec.Template.Labels[k] != v || d.Spec.Template.Spec.ServiceAccountName != d.Name {
+		t.Errorf("%s: pod labels %v, ServiceAccount %q: want %s and its own", d.Name, d.Spec.Template.Labels, d.Spec.Template.Spec.ServiceAccountName, co.ManagedLabel)
+	}
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+		sleep := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+		grace := time.Duration(*d.Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
+		if sleep < co.MinPreStopSleep || grace < sleep+co.Drain {
+			t.Errorf("%s: preStop sleep %s, grace %s: want at least %s and the sleep + %s", d.Name, sleep, grace, co.MinPreStopSleep, co.Drain)
+		}
+	} else {
+		t.Errorf("%s: the preStop hook is not a sleep", d.Name)
 	}
 	if c.Image != "127.0.0.1:5000/sortie-target@sha256:2" {
 		t.Errorf("%s: image %s", d.Name, c.Image)

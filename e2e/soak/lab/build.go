@@ -55,6 +55,15 @@ var Components = []Component{
 		VersionOf: "github.com/coredns/coredns",
 		LDFlags:   func(string) string { return "-s -w -buildid=" },
 	},
+	{
+		// The NetworkPolicy enforcer (kube-router's firewall) and the
+		// probe the lab's tests run in pods against it.
+		Module:    "netpol",
+		Packages:  []string{"./kube-router-netpol", "./netpol-probe"},
+		Binaries:  []string{"kube-router-netpol", "netpol-probe"},
+		VersionOf: "github.com/cloudnativelabs/kube-router/v2",
+		LDFlags:   func(string) string { return "-s -w -buildid=" },
+	},
 }
 
 // kubeLDFlags stamps the version the way Kubernetes' own build does: a

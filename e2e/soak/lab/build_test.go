@@ -123,7 +123,7 @@ func TestKubeLDFlags(t *testing.T) {
 // module with the release of the same minor version.
 func TestCommittedBuildModules(t *testing.T) {
 	src := filepath.Join("..", "..", "..")
-	want := map[string]string{"kube": "v1.37.2", "tools": "v1.15.0"}
+	want := map[string]string{"kube": "v1.37.2", "tools": "v1.15.0", "netpol": "v2.1.0"}
 	for _, c := range Components {
 		v, err := c.Version(src)
 		if err != nil {

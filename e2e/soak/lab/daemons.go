@@ -20,8 +20,9 @@ const ClosedProxy = "http://127.0.0.1:9"
 
 // Daemons returns the lab's processes in the order they start: the
 // registry, etcd, each node's containerd, the API server, the controller
-// manager and the scheduler, each node's kubelet, and kube-proxy. Every
-// address they listen on is loopback or the lab's bridge.
+// manager and the scheduler, each node's kubelet, kube-proxy and the
+// NetworkPolicy enforcer. Every address they listen on is loopback or the
+// lab's bridge.
 func Daemons(l Layout, bins Binaries, registry string) []Daemon {
 	pki := func(f string) string { return filepath.Join(l.PKI(), f) }
 	ds := []Daemon{
@@ -65,7 +66,21 @@ func Daemons(l Layout, bins Binaries, registry string) []Daemon {
 		}})
 	}
 	ds = append(ds, Daemon{Name: "kube-proxy", Path: bins["kube-proxy"], Args: []string{"--config=" + l.Path("etc", "kube-proxy.yaml")}})
-	return ds
+	return append(ds, NetpolDaemon(l, bins))
+}
+
+// NetpolName is the NetworkPolicy enforcer's process name.
+const NetpolName = "kube-router"
+
+// NetpolDaemon is the NetworkPolicy enforcer: kube-router's firewall, one
+// for every node (they share the host's filter table), which listens on
+// nothing. It reads the cluster with the admin kubeconfig: it lists pods,
+// namespaces and policies and reads its node.
+func NetpolDaemon(l Layout, bins Binaries) Daemon {
+	return Daemon{Name: NetpolName, Path: bins["kube-router-netpol"], Args: []string{
+		"--kubeconfig=" + l.Kubeconfig(), "--node=" + l.Node(0).Name,
+		"--service-cluster-ip-range=" + ServiceCIDR, "--iptables-sync-period=1m",
+	}}
 }
 
 func componentAuth(kubeconfig string) []string {
@@ -75,11 +90,12 @@ func componentAuth(kubeconfig string) []string {
 func containerdName(n Node) string { return fmt.Sprintf("containerd-%d", n.Index+1) }
 func kubeletName(n Node) string    { return fmt.Sprintf("kubelet-%d", n.Index+1) }
 
-// StopOrder is the order down stops the lab's processes in: the node
-// agents and the control plane first (so nothing restarts a pod that goes),
+// StopOrder is the order down stops the lab's processes in: the
+// NetworkPolicy enforcer (on SIGTERM it removes its own rules and sets),
+// the node agents and the control plane (so nothing restarts a pod that goes),
 // the container runtimes after the pods' tasks are gone, the data last.
 func StopOrder(maxNodes int) []string {
-	names := []string{"kube-proxy"}
+	names := []string{NetpolName, "kube-proxy"}
 	for i := range maxNodes {
 		names = append(names, fmt.Sprintf("kubelet-%d", i+1))
 	}

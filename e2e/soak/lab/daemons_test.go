@@ -75,7 +75,7 @@ func TestDaemonsStartOrderAndNames(t *testing.T) {
 	for _, d := range ds {
 		names = append(names, d.Name)
 	}
-	want := "registry etcd containerd-1 containerd-2 kube-apiserver kube-controller-manager kube-scheduler kubelet-1 kubelet-2 kube-proxy"
+	want := "registry etcd containerd-1 containerd-2 kube-apiserver kube-controller-manager kube-scheduler kubelet-1 kubelet-2 kube-proxy kube-router"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("daemons %q, want %q", got, want)
 	}

@@ -17,7 +17,8 @@ func (p Package) String() string { return p.Name + "=" + p.Version }
 // Packages are the Debian 12 packages the lab runs, pinned: containerd
 // 1.6 (the kubelet falls back to its own cgroup driver with it), runc, the
 // CNI plugins (bridge, host-local, loopback), etcd 3.4, iptables (nft) and
-// conntrack (kube-proxy flushes stale UDP entries with it). The PKI is made
+// conntrack (kube-proxy flushes stale UDP entries with it) and ipset
+// (kube-router's NetworkPolicy rules match pod sets). The PKI is made
 // in Go, so openssl is not among them.
 var Packages = []Package{
 	{"containerd", "1.6.20~ds1-1+deb12u3"},
@@ -26,6 +27,7 @@ var Packages = []Package{
 	{"etcd-server", "3.4.23-4+b4"},
 	{"iptables", "1.8.9-2"},
 	{"conntrack", "1:1.4.7-1+b2"},
+	{"ipset", "7.17-1"},
 }
 
 // MissingPackages returns the packages not installed at their pinned

@@ -3,10 +3,11 @@
 // down | status | build`).
 //
 // What it builds: kube-apiserver, kube-controller-manager, kube-scheduler,
-// kubelet, kube-proxy and kubectl from k8s.io/kubernetes, and CoreDNS, the
-// pause program and a loopback OCI registry, each from the pinned module
-// versions of a module of its own under build/ (never the product's
-// go.mod). The binaries are cached under --cache by a key of their module
+// kubelet, kube-proxy and kubectl from k8s.io/kubernetes; CoreDNS, the
+// pause program and a loopback OCI registry; and the NetworkPolicy enforcer
+// (kube-router's firewall, build/netpol) with the probe its tests run in
+// pods; each from the pinned module versions of a module of its own under
+// build/ (never the product's go.mod). The binaries are cached under --cache by a key of their module
 // files and the Go toolchain, so a second `up` on the same machine builds
 // nothing. etcd, containerd, runc, the CNI plugins, iptables and conntrack
 // are pinned Debian packages. The PKI is made here, in Go.
@@ -15,7 +16,9 @@
 // per node (two nodes by default, each with its own containerd root, state,
 // socket, CNI bridge and pod /24, and its own kubelet node IP, root dir and
 // cgroup root), one kube-proxy for all of them in the host's network
-// namespace, CoreDNS, the registry, a default StorageClass with local
+// namespace, kube-router's network policy controller (one for every node:
+// the nodes share one filter table; it serves no port), CoreDNS, the
+// registry, a default StorageClass with local
 // volumes for the report PVC, and two fixture target Deployments. It
 // writes a kubeconfig with the context sortie-lab and pushes this
 // checkout's images (`sortie-images build --push`), so that the chart pulls
@@ -41,7 +44,7 @@
 //
 // Every process it starts is recorded in a pid file under --state with its
 // start time; `down` stops exactly those, then removes the bridges, the
-// iptables rules and chains, the mounts, the network namespaces and the
+// iptables rules and chains, the enforcer's ipsets, the mounts, the network namespaces and the
 // cgroups the cluster made, restores the kernel settings it changed, and
 // checks that nothing is left (FindLeftovers), exiting non-zero if
 // anything is. up checks the first rule on the running lab as well: every

@@ -201,7 +201,7 @@ func cgroupPids() []int {
 }
 
 // removeNetwork removes the cluster's iptables chains, the lab's rules,
-// the veths still on a pod bridge, the bridges and the pods' network
+// the NetworkPolicy enforcer's ipsets, the veths still on a pod bridge, the bridges and the pods' network
 // namespaces.
 func (b *lab) removeNetwork(ctx context.Context) {
 	for _, cmd := range []string{"iptables", "ip6tables"} {
@@ -218,6 +218,7 @@ func (b *lab) removeNetwork(ctx context.Context) {
 	for _, r := range Rules() {
 		removeRule(ctx, b.x, r)
 	}
+	b.removeIPSets(ctx)
 	if out, err := b.x.Run(ctx, "ip", "-o", "link"); err == nil {
 		for _, name := range labLinks(string(out)) {
 			if _, err := b.x.Run(ctx, "ip", "link", "del", name); err == nil {

@@ -35,6 +35,8 @@ type System struct {
 	Baseline Baseline
 	// Rules maps "iptables <table>" and "ip6tables <table>" to `-S` output.
 	Rules map[string]string
+	// IPSets is `ipset list -n` output (empty without the ipset command).
+	IPSets string
 	// Cgroups are the lab's cgroups that exist.
 	Cgroups []string
 	// Sysctls are the current values of the saved keys.
@@ -53,7 +55,7 @@ type ProcInfo struct {
 
 // Leftover is one thing of the lab that is still there.
 type Leftover struct {
-	Kind string // process, link, mount, netns, iptables, cgroup, sysctl, file
+	Kind string // process, link, mount, netns, iptables, ipset, cgroup, sysctl, file
 	What string
 }
 
@@ -93,6 +95,9 @@ func FindLeftovers(s System, state, cache string) []Leftover {
 		for _, r := range labRules(s.Rules[k]) {
 			add("iptables", "%s: %s", k, r)
 		}
+	}
+	for _, n := range labIPSets(s.IPSets) {
+		add("ipset", "%s", n)
 	}
 	for _, c := range s.Cgroups {
 		add("cgroup", "%s", c)
@@ -233,6 +238,9 @@ func ReadSystem(ctx context.Context, x Exec, l Layout) (System, error) {
 				s.Rules[cmd+" "+t] = string(out)
 			}
 		}
+	}
+	if out, err := x.Run(ctx, "ipset", "list", "-n"); err == nil {
+		s.IPSets = string(out)
 	}
 	if s.Cgroups, err = LabCgroups(); err != nil {
 		return s, err

@@ -29,6 +29,7 @@ func cleanSystem() System {
 		Netns:    []string{"mine", "cni-before"},
 		Baseline: Baseline{Netns: []string{"mine", "cni-before"}, Sysctls: map[string]string{"net/ipv4/ip_forward": "0"}},
 		Rules:    map[string]string{"iptables filter": "-P INPUT ACCEPT\n-N OTHER\n-A INPUT -j OTHER\n"},
+		IPSets:   "blocklist\nKUBE-LIKE\n",
 		Sysctls:  map[string]string{"net/ipv4/ip_forward": "0"},
 		LogLinks: map[string]string{"/var/log/containers/x.log": "/var/log/pods/x/0.log"},
 	}
@@ -56,6 +57,9 @@ func TestFindLeftoversEveryKind(t *testing.T) {
 	s.Netns = append(s.Netns, "cni-1234")
 	s.Rules["iptables nat"] = "-N KUBE-SERVICES\n-A PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n"
 	s.Rules["iptables filter"] += "-A FORWARD -s 10.244.0.0/16 ! -o sortiebr+ -m comment --comment sortie-lab -j DROP\n"
+	// The NetworkPolicy enforcer's chains, its FORWARD jump and its sets.
+	s.Rules["iptables filter"] += "-N KUBE-ROUTER-FORWARD\n-A FORWARD -m comment --comment \"kube-router netpol - TEMCG2JMHZYE7H7T\" -j KUBE-ROUTER-FORWARD\n"
+	s.IPSets += "KUBE-SRC-3XJ2LM6DIQPH4WGF\nKUBE-DST-AAAA\nTMP-BBBB\ninet6:KUBE-SRC-CCCC\n"
 	s.Cgroups = []string{"/sys/fs/cgroup/memory/sortie-lab-1"}
 	s.Sysctls["net/ipv4/ip_forward"] = "1"
 	s.LogLinks["/var/log/containers/y.log"] = testState + "/var/pod-logs-1/y/0.log"
@@ -76,8 +80,11 @@ func TestFindLeftoversEveryKind(t *testing.T) {
 		"mount /run/netns/cni-1234",
 		"netns cni-1234",
 		"iptables iptables filter: -A FORWARD -s 10.244.0.0/16 ! -o sortiebr+ -m comment --comment sortie-lab -j DROP",
+		"iptables iptables filter: -N KUBE-ROUTER-FORWARD",
+		`iptables iptables filter: -A FORWARD -m comment --comment "kube-router netpol - TEMCG2JMHZYE7H7T" -j KUBE-ROUTER-FORWARD`,
 		"iptables iptables nat: -N KUBE-SERVICES",
 		`iptables iptables nat: -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`,
+		"ipset KUBE-SRC-3XJ2LM6DIQPH4WGF", "ipset KUBE-DST-AAAA", "ipset TMP-BBBB", "ipset inet6:KUBE-SRC-CCCC",
 		"cgroup /sys/fs/cgroup/memory/sortie-lab-1",
 		"sysctl net/ipv4/ip_forward=1 (was 0)",
 		"file /var/log/containers/y.log -> " + testState + "/var/pod-logs-1/y/0.log",

@@ -7,10 +7,8 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/sortie-soak/sortie/internal/runca"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -96,7 +95,7 @@ func NewCA(now time.Time) (*CA, error) {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
+		SerialNumber:          runca.Serial(),
 		Subject:               pkix.Name{CommonName: "sortie-lab-ca"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.AddDate(10, 0, 0),
@@ -112,7 +111,7 @@ func NewCA(now time.Time) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CA{Cert: cert, Key: key, PEM: pemBlock("CERTIFICATE", der)}, nil
+	return &CA{Cert: cert, Key: key, PEM: runca.PEM("CERTIFICATE", der)}, nil
 }
 
 // Issue signs c with the CA and returns the certificate's and the key's PEM.
@@ -122,7 +121,7 @@ func (ca *CA) Issue(c Cert, now time.Time) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
+		SerialNumber: runca.Serial(),
 		Subject:      pkix.Name{CommonName: c.CN, Organization: c.Org},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.AddDate(10, 0, 0),
@@ -148,19 +147,7 @@ func (ca *CA) Issue(c Cert, now time.Time) (certPEM, keyPEM []byte, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return pemBlock("CERTIFICATE", der), pemBlock("PRIVATE KEY", keyDER), nil
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return n
-}
-
-func pemBlock(typ string, der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+	return runca.PEM("CERTIFICATE", der), runca.PEM("PRIVATE KEY", keyDER), nil
 }
 
 // WritePKI makes a new CA and every certificate, the service-account key
@@ -180,7 +167,7 @@ func WritePKI(l Layout, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	files := map[string][]byte{"ca.crt": ca.PEM, "ca.key": pemBlock("PRIVATE KEY", keyDER)}
+	files := map[string][]byte{"ca.crt": ca.PEM, "ca.key": runca.PEM("PRIVATE KEY", keyDER)}
 	for _, c := range Certs(l) {
 		crt, key, err := ca.Issue(c, now)
 		if err != nil {
@@ -194,7 +181,7 @@ func WritePKI(l Layout, now time.Time) error {
 	}
 	saDER, _ := x509.MarshalPKCS8PrivateKey(saKey)
 	saPub, _ := x509.MarshalPKIXPublicKey(saKey.Public())
-	files["sa.key"], files["sa.pub"] = pemBlock("PRIVATE KEY", saDER), pemBlock("PUBLIC KEY", saPub)
+	files["sa.key"], files["sa.pub"] = runca.PEM("PRIVATE KEY", saDER), runca.PEM("PUBLIC KEY", saPub)
 	for name, data := range files {
 		if err := record.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 			return err

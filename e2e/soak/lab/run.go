@@ -16,7 +16,8 @@ const usage = `Usage: soak lab <command> [flags]
 A real Kubernetes cluster on this machine, for the tests of record of the
 cluster path: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 one containerd + runc and one kubelet per node (two by default), kube-proxy,
-CoreDNS and a loopback OCI registry holding this checkout's images. It needs
+a NetworkPolicy enforcer (kube-router's firewall), CoreDNS and a loopback
+OCI registry holding this checkout's images. It needs
 root, Debian 12 and Go; nothing it starts is reachable from off the machine,
 and nothing in it reaches off the machine.
 
@@ -35,7 +36,10 @@ const buildUsage = `Usage: soak lab build [--cache DIR] [--source DIR]
 Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 kube-proxy and kubectl (module ` + BuildDir + `/kube, k8s.io/kubernetes at the
 version its go.mod pins) and CoreDNS without forward, pause and the loopback
-registry (module ` + BuildDir + `/tools) into DIR/bin/<module>-<version>-<hash>,
+registry (module ` + BuildDir + `/tools), and the NetworkPolicy enforcer
+kube-router-netpol with its probe netpol-probe (module ` + BuildDir + `/netpol,
+kube-router's network policy controller at the version its go.mod pins)
+into DIR/bin/<module>-<version>-<hash>,
 where <hash> covers the module's files, the Go toolchain and the flags. An
 entry that is there already is reused. A cold build of the Kubernetes
 binaries takes 8 to 30 minutes on two cores; a warm one nothing.
@@ -53,8 +57,10 @@ Starts the lab: installs (or checks) the pinned Debian packages, builds or
 reuses the cluster binaries, makes a new PKI and kubeconfig, the lab's
 bridge (sortie0: the API server on ` + APIServerIP + `, node i on 10.245.0.i)
 and iptables rules, starts the registry, etcd, a containerd per node, the
-control plane, a kubelet per node and kube-proxy, and waits for every node
-Ready; then CoreDNS (no forward), the default StorageClass ` + StorageClassName + ` with
+control plane, a kubelet per node and kube-proxy, waits for every node
+Ready and starts the NetworkPolicy enforcer (kube-router's firewall alone,
+one for all nodes, serving no port; ready when its FORWARD chain is in
+place); then CoreDNS (no forward), the default StorageClass ` + StorageClassName + ` with
 report volumes owned by uid 65532, the namespaces ` + RunNamespace + ` and ` + TargetNamespace + `
 with two fixture targets, and pushes this checkout's images
 (sortie-images build --push). It writes DIR/kubeconfig (context ` + ContextName + `),
@@ -81,13 +87,14 @@ const downUsage = `Usage: soak lab down [--state DIR]
 Stops the lab: deletes every workload and pod through the API (so each
 pod's network goes the normal way), stops every process of the lab's pid
 files by its pid (SIGTERM, SIGKILL after --grace), kills the containers and
-shims left, removes the cluster's iptables chains and the lab's rules, the
+shims left, removes the cluster's iptables chains (kube-router's among
+them) and the lab's rules, the NetworkPolicy enforcer's ipsets, the
 bridges and veths, the pods' network namespaces, the mounts under DIR and
 the lab's cgroups, restores the kernel settings up saved, and removes the
 cluster's data. Then it checks that nothing is left.
 
 Lines (stdout): STOPPED, KILLED, REMOVED, UNMOUNTED, WARNING, then
-  LEFTOVER <kind> <what>   (process, link, mount, netns, iptables, cgroup, sysctl, file)
+  LEFTOVER <kind> <what>   (process, link, mount, netns, iptables, ipset, cgroup, sysctl, file)
   LAB DOWN clean in <duration> | LAB DOWN leftovers=<n> in <duration>
 Exit: 0 clean, 1 something is left.
 

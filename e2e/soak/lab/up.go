@@ -220,14 +220,14 @@ func (b *lab) registry(ctx context.Context, ds []Daemon, bins Binaries) (map[str
 		return nil, err
 	}
 	imgs := map[string]string{}
-	for name, bin := range map[string]string{"pause": bins["pause"], "coredns": bins["coredns"], TargetBinary.Name: target} {
+	for name, bin := range map[string]string{"pause": bins["pause"], "coredns": bins["coredns"], TargetBinary.Name: target, ProbeImage: bins["netpol-probe"]} {
 		ref, err := PushBinary(ctx, b.o.Registry, name, bin)
 		if err != nil {
 			return nil, err
 		}
 		imgs[name] = ref
 	}
-	b.line("PUSHED pause, coredns, %s to %s in %s", TargetBinary.Name, b.o.Registry, b.since(t))
+	b.line("PUSHED pause, coredns, %s, %s to %s in %s", TargetBinary.Name, ProbeImage, b.o.Registry, b.since(t))
 	return imgs, nil
 }
 
@@ -288,7 +288,8 @@ type readyStep struct {
 	ready Cond
 }
 
-// nodes starts every kubelet and kube-proxy and waits for every node Ready.
+// nodes starts every kubelet and kube-proxy, waits for every node Ready,
+// and starts the NetworkPolicy enforcer.
 func (b *lab) nodes(ctx context.Context, ds []Daemon, cs kubernetes.Interface) error {
 	for _, n := range b.l.NodeList() {
 		if err := b.start(ctx, daemonByName(ds, kubeletName(n)), nil); err != nil {
@@ -305,7 +306,9 @@ func (b *lab) nodes(ctx context.Context, ds []Daemon, cs kubernetes.Interface) e
 		}
 		b.line("READY node %s ip=%s pods=%s after %s", n.Name, n.IP, n.PodCIDR, d.Round(100*time.Millisecond))
 	}
-	return nil
+	// The enforcer reads its node, so it starts once the nodes are there;
+	// it is ready when its chains are in the filter table.
+	return b.start(ctx, daemonByName(ds, NetpolName), ChainJumped(b.x, "FORWARD", NetpolChain))
 }
 
 // finish applies the addons, pushes the sortie images and writes the

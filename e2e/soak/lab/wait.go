@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -171,4 +172,32 @@ func ServiceAccountExists(cs kubernetes.Interface, ns, name string) Cond {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, name, metav1.GetOptions{})
 		return err
 	}
+}
+
+// ChainJumped holds when the filter table's built-in chain from jumps to
+// chain: a rule set someone else writes is in place.
+func ChainJumped(x Exec, from, chain string) Cond {
+	return func(ctx context.Context) error {
+		out, err := x.Run(ctx, "iptables", "-w", "-t", "filter", "-S", from)
+		if err != nil {
+			return fmt.Errorf("iptables -S %s: %w", from, err)
+		}
+		if !jumpsTo(string(out), chain) {
+			return fmt.Errorf("no jump from %s to %s yet", from, chain)
+		}
+		return nil
+	}
+}
+
+// jumpsTo reports whether a line of `iptables -S` output jumps to chain.
+func jumpsTo(listing, chain string) bool {
+	for _, line := range strings.Split(listing, "\n") {
+		f := SplitRule(line)
+		for i := 0; i+1 < len(f); i++ {
+			if (f[i] == "-j" || f[i] == "-g") && f[i+1] == chain {
+				return true
+			}
+		}
+	}
+	return false
 }

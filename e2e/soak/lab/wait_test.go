@@ -71,3 +71,15 @@ func TestAliveFailsFastForDeadProcess(t *testing.T) {
 		t.Errorf("err = %v; want a DiedError for quick", err)
 	}
 }
+
+func TestJumpsTo(t *testing.T) {
+	listing := "-P FORWARD ACCEPT\n" +
+		`-A FORWARD -m comment --comment "kube-router netpol - TEMCG2JMHZYE7H7T" -j KUBE-ROUTER-FORWARD` + "\n" +
+		"-A FORWARD -j KUBE-ROUTER-FORWARD-X\n"
+	if !jumpsTo(listing, "KUBE-ROUTER-FORWARD") {
+		t.Error("the jump to KUBE-ROUTER-FORWARD is not found")
+	}
+	if jumpsTo(listing, "KUBE-ROUTER-INPUT") || jumpsTo("-N KUBE-ROUTER-INPUT\n", "KUBE-ROUTER-INPUT") {
+		t.Error("a chain nothing jumps to is found jumped to")
+	}
+}

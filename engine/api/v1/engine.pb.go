@@ -297,7 +297,9 @@ type ExecuteRequest struct {
 	Connections uint32 `protobuf:"varint,13,opt,name=connections,proto3" json:"connections,omitempty"`
 	// Requests per worker that may wait for a connection; 0 means at most one.
 	MaxPendingRequests uint32 `protobuf:"varint,14,opt,name=max_pending_requests,json=maxPendingRequests,proto3" json:"max_pending_requests,omitempty"`
-	// Request timeout; bounds connect and the final drain. 0 means 30 s.
+	// Connect timeout, and how long the final drain waits for what is in
+	// flight. 0 means 30 s. The time a response may take is
+	// request_timeout.
 	Timeout *durationpb.Duration `protobuf:"bytes,15,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	Tls     *TLS                 `protobuf:"bytes,16,opt,name=tls,proto3" json:"tls,omitempty"`
 	// How often Progress is sent; 0 means never. Progress also carries the
@@ -316,7 +318,34 @@ type ExecuteRequest struct {
 	// How many failures the engine describes one by one in FailureSamples;
 	// later failures are only counted, per bucket (Bucket.samples_dropped).
 	// 0 means 10,000; at most 100,000.
-	SampleBudget  uint32 `protobuf:"varint,20,opt,name=sample_budget,json=sampleBudget,proto3" json:"sample_budget,omitempty"`
+	SampleBudget uint32 `protobuf:"varint,20,opt,name=sample_budget,json=sampleBudget,proto3" json:"sample_budget,omitempty"`
+	// The driver's id of the run the execution belongs to; Attach may ask
+	// for it, so that a driver never follows another run's execution of the
+	// same id. Empty: none.
+	RunId string `protobuf:"bytes,21,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Where this execution takes up the schedule, as an offset from
+	// start_time: requests due before start_time + start_offset are not this
+	// execution's (not sent, not counted, not planned); the first request is
+	// the first one due at or after it, at its due time on the schedule that
+	// began at start_time. A driver sends it to an engine that restarted on
+	// a node mid-run, so that the node sends the rest of the schedule on its
+	// original due times. Unset or 0 means the whole schedule. It must be
+	// below the due time of the last planned request; the start-time window
+	// (at most 10 s in the past) applies to start_time + start_offset.
+	// Result.planned counts the requests from start_offset on, and
+	// Result.started_at and every timeline offset still count from
+	// start_time (the buckets before start_offset are empty).
+	StartOffset *durationpb.Duration `protobuf:"bytes,22,opt,name=start_offset,json=startOffset,proto3" json:"start_offset,omitempty"`
+	// Per-request response timeout: a request written on a connection whose
+	// response has not ended this long after the write is counted in
+	// benchmark.request_timeout and its connection is closed. 0 means none
+	// (the response may take until the final drain).
+	RequestTimeout *durationpb.Duration `protobuf:"bytes,23,opt,name=request_timeout,json=requestTimeout,proto3" json:"request_timeout,omitempty"`
+	// Bounded catch-up: a request that falls due while the worker is more
+	// than this far behind its schedule (an engine that was frozen or
+	// starved) is not sent but counted in benchmark.late_dropped. 0 means
+	// none: every request is sent, however late.
+	MaxLateness   *durationpb.Duration `protobuf:"bytes,24,opt,name=max_lateness,json=maxLateness,proto3" json:"max_lateness,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -491,6 +520,123 @@ func (x *ExecuteRequest) GetSampleBudget() uint32 {
 	return 0
 }
 
+func (x *ExecuteRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ExecuteRequest) GetStartOffset() *durationpb.Duration {
+	if x != nil {
+		return x.StartOffset
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetRequestTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.RequestTimeout
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetMaxLateness() *durationpb.Duration {
+	if x != nil {
+		return x.MaxLateness
+	}
+	return nil
+}
+
+// AttachRequest names an execution to follow again, and what of its
+// timeline the driver already holds.
+type AttachRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ExecutionId string                 `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	// When set, the execution must belong to this run (ExecuteRequest.run_id).
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// How many buckets the driver already holds: buckets are counted in the
+	// order they became final, which is the order every stream of the
+	// execution sends them, so a driver that wrote what it got in the order
+	// it came names the length of what it wrote. Attach sends the buckets
+	// from that position on, each once.
+	FromBucket uint32 `protobuf:"varint,3,opt,name=from_bucket,json=fromBucket,proto3" json:"from_bucket,omitempty"`
+	// How many failure samples the driver already holds, in the order they
+	// were sent.
+	FromSample uint32 `protobuf:"varint,4,opt,name=from_sample,json=fromSample,proto3" json:"from_sample,omitempty"`
+	// How often Progress is sent while the execution runs; 0 means the
+	// execution's own progress_interval, and 1 s when it had none (the
+	// timeline goes with Progress).
+	ProgressInterval *durationpb.Duration `protobuf:"bytes,5,opt,name=progress_interval,json=progressInterval,proto3" json:"progress_interval,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *AttachRequest) Reset() {
+	*x = AttachRequest{}
+	mi := &file_engine_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachRequest) ProtoMessage() {}
+
+func (x *AttachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
+func (*AttachRequest) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AttachRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
+	}
+	return ""
+}
+
+func (x *AttachRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *AttachRequest) GetFromBucket() uint32 {
+	if x != nil {
+		return x.FromBucket
+	}
+	return 0
+}
+
+func (x *AttachRequest) GetFromSample() uint32 {
+	if x != nil {
+		return x.FromSample
+	}
+	return 0
+}
+
+func (x *AttachRequest) GetProgressInterval() *durationpb.Duration {
+	if x != nil {
+		return x.ProgressInterval
+	}
+	return nil
+}
+
 // ExecuteEvent is one event of an execution's stream.
 type ExecuteEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -506,7 +652,7 @@ type ExecuteEvent struct {
 
 func (x *ExecuteEvent) Reset() {
 	*x = ExecuteEvent{}
-	mi := &file_engine_proto_msgTypes[4]
+	mi := &file_engine_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +664,7 @@ func (x *ExecuteEvent) String() string {
 func (*ExecuteEvent) ProtoMessage() {}
 
 func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[4]
+	mi := &file_engine_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +677,7 @@ func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteEvent.ProtoReflect.Descriptor instead.
 func (*ExecuteEvent) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{4}
+	return file_engine_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecuteEvent) GetEvent() isExecuteEvent_Event {
@@ -613,7 +759,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +771,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +784,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{5}
+	return file_engine_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Started) GetExecutionId() string {
@@ -714,7 +860,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +872,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +885,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{6}
+	return file_engine_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Progress) GetElapsed() *durationpb.Duration {
@@ -826,8 +972,8 @@ type Bucket struct {
 	// Failures of the bucket (zero-failure set) that found the sample budget
 	// spent: counted, not sampled. In every bucket, the samples due in it
 	// plus samples_dropped equal the sum of its 4xx, 5xx, stream_resets,
-	// pool_connection_failure, pool_failure_timeout, pool_overflow and
-	// http_inflight_lost counters.
+	// pool_connection_failure, pool_failure_timeout, pool_overflow,
+	// http_inflight_lost, request_timeout and late_dropped counters.
 	SamplesDropped uint64 `protobuf:"varint,8,opt,name=samples_dropped,json=samplesDropped,proto3" json:"samples_dropped,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -835,7 +981,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +993,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1006,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{7}
+	return file_engine_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Bucket) GetIndex() uint32 {
@@ -921,7 +1067,7 @@ func (x *Bucket) GetSamplesDropped() uint64 {
 
 // FailureSample describes one failed request: one of the classes a clean
 // run holds at zero (4xx, 5xx, resets, connection failures and timeouts,
-// overflow, in-flight losses). Every sample's failure is in its bucket's
+// overflow, in-flight losses, request timeouts, requests dropped late). Every sample's failure is in its bucket's
 // counters and in the Result's; the execution's first sample_budget
 // failures (in the order they were counted) have one.
 type FailureSample struct {
@@ -960,7 +1106,7 @@ type FailureSample struct {
 
 func (x *FailureSample) Reset() {
 	*x = FailureSample{}
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1118,7 @@ func (x *FailureSample) String() string {
 func (*FailureSample) ProtoMessage() {}
 
 func (x *FailureSample) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1131,7 @@ func (x *FailureSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailureSample.ProtoReflect.Descriptor instead.
 func (*FailureSample) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{8}
+	return file_engine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FailureSample) GetBucket() uint32 {
@@ -1087,7 +1233,7 @@ type Statistic struct {
 
 func (x *Statistic) Reset() {
 	*x = Statistic{}
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1245,7 @@ func (x *Statistic) String() string {
 func (*Statistic) ProtoMessage() {}
 
 func (x *Statistic) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1258,7 @@ func (x *Statistic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Statistic.ProtoReflect.Descriptor instead.
 func (*Statistic) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{9}
+	return file_engine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Statistic) GetId() string {
@@ -1219,7 +1365,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1377,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1390,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{10}
+	return file_engine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Result) GetExecutionId() string {
@@ -1319,7 +1465,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1477,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1490,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{11}
+	return file_engine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelRequest) GetExecutionId() string {
@@ -1364,7 +1510,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1522,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1535,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{12}
+	return file_engine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CancelResponse) GetFound() bool {
@@ -1407,7 +1553,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1565,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1578,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{13}
+	return file_engine_proto_rawDescGZIP(), []int{14}
 }
 
 // InfoResponse describes the engine: what it is, what it runs now, and the
@@ -1459,14 +1605,18 @@ type InfoResponse struct {
 	VcsModified bool   `protobuf:"varint,9,opt,name=vcs_modified,json=vcsModified,proto3" json:"vcs_modified,omitempty"`
 	// The Go scheduler's GOMAXPROCS: at most cpus, lower under a container's
 	// CPU limit.
-	Gomaxprocs    uint32 `protobuf:"varint,10,opt,name=gomaxprocs,proto3" json:"gomaxprocs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Gomaxprocs uint32 `protobuf:"varint,10,opt,name=gomaxprocs,proto3" json:"gomaxprocs,omitempty"`
+	// Executions that ended and whose Result and timeline the engine keeps
+	// for Attach, and an estimate of the memory they hold, in bytes.
+	RetainedExecutions uint32 `protobuf:"varint,11,opt,name=retained_executions,json=retainedExecutions,proto3" json:"retained_executions,omitempty"`
+	RetainedBytes      uint64 `protobuf:"varint,12,opt,name=retained_bytes,json=retainedBytes,proto3" json:"retained_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1628,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1641,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{14}
+	return file_engine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -1564,6 +1714,20 @@ func (x *InfoResponse) GetGomaxprocs() uint32 {
 	return 0
 }
 
+func (x *InfoResponse) GetRetainedExecutions() uint32 {
+	if x != nil {
+		return x.RetainedExecutions
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetRetainedBytes() uint64 {
+	if x != nil {
+		return x.RetainedBytes
+	}
+	return 0
+}
+
 var File_engine_proto protoreflect.FileDescriptor
 
 const file_engine_proto_rawDesc = "" +
@@ -1585,7 +1749,7 @@ const file_engine_proto_rawDesc = "" +
 	"\bscenario\x18\x03 \x01(\tR\bscenario\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12@\n" +
 	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12\x18\n" +
-	"\abackend\x18\x06 \x01(\tR\abackend\"\xb3\x06\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\"\x8a\b\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x10\n" +
@@ -1608,7 +1772,19 @@ const file_engine_proto_rawDesc = "" +
 	"\x11progress_interval\x18\x11 \x01(\v2\x19.google.protobuf.DurationR\x10progressInterval\x12-\n" +
 	"\x05stats\x18\x12 \x01(\v2\x17.sortie.engine.v1.StatsR\x05stats\x12<\n" +
 	"\fbucket_width\x18\x13 \x01(\v2\x19.google.protobuf.DurationR\vbucketWidth\x12#\n" +
-	"\rsample_budget\x18\x14 \x01(\rR\fsampleBudget\"\xbc\x01\n" +
+	"\rsample_budget\x18\x14 \x01(\rR\fsampleBudget\x12\x15\n" +
+	"\x06run_id\x18\x15 \x01(\tR\x05runId\x12<\n" +
+	"\fstart_offset\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\vstartOffset\x12B\n" +
+	"\x0frequest_timeout\x18\x17 \x01(\v2\x19.google.protobuf.DurationR\x0erequestTimeout\x12<\n" +
+	"\fmax_lateness\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vmaxLateness\"\xd3\x01\n" +
+	"\rAttachRequest\x12!\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1f\n" +
+	"\vfrom_bucket\x18\x03 \x01(\rR\n" +
+	"fromBucket\x12\x1f\n" +
+	"\vfrom_sample\x18\x04 \x01(\rR\n" +
+	"fromSample\x12F\n" +
+	"\x11progress_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x10progressInterval\"\xbc\x01\n" +
 	"\fExecuteEvent\x125\n" +
 	"\astarted\x18\x01 \x01(\v2\x19.sortie.engine.v1.StartedH\x00R\astarted\x128\n" +
 	"\bprogress\x18\x02 \x01(\v2\x1a.sortie.engine.v1.ProgressH\x00R\bprogress\x122\n" +
@@ -1693,7 +1869,7 @@ const file_engine_proto_rawDesc = "" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"&\n" +
 	"\x0eCancelResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\"\r\n" +
-	"\vInfoRequest\"\xd2\x02\n" +
+	"\vInfoRequest\"\xaa\x03\n" +
 	"\fInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12!\n" +
 	"\fbackend_name\x18\x02 \x01(\tR\vbackendName\x12:\n" +
@@ -1708,11 +1884,14 @@ const file_engine_proto_rawDesc = "" +
 	"\n" +
 	"gomaxprocs\x18\n" +
 	" \x01(\rR\n" +
-	"gomaxprocs2\xeb\x01\n" +
+	"gomaxprocs\x12/\n" +
+	"\x13retained_executions\x18\v \x01(\rR\x12retainedExecutions\x12%\n" +
+	"\x0eretained_bytes\x18\f \x01(\x04R\rretainedBytes2\xb8\x02\n" +
 	"\x06Engine\x12M\n" +
 	"\aExecute\x12 .sortie.engine.v1.ExecuteRequest\x1a\x1e.sortie.engine.v1.ExecuteEvent0\x01\x12K\n" +
 	"\x06Cancel\x12\x1f.sortie.engine.v1.CancelRequest\x1a .sortie.engine.v1.CancelResponse\x12E\n" +
-	"\x04Info\x12\x1d.sortie.engine.v1.InfoRequest\x1a\x1e.sortie.engine.v1.InfoResponseB6Z4github.com/sortie-soak/sortie/engine/api/v1;enginev1b\x06proto3"
+	"\x04Info\x12\x1d.sortie.engine.v1.InfoRequest\x1a\x1e.sortie.engine.v1.InfoResponse\x12K\n" +
+	"\x06Attach\x12\x1f.sortie.engine.v1.AttachRequest\x1a\x1e.sortie.engine.v1.ExecuteEvent0\x01B6Z4github.com/sortie-soak/sortie/engine/api/v1;enginev1b\x06proto3"
 
 var (
 	file_engine_proto_rawDescOnce sync.Once
@@ -1726,65 +1905,72 @@ func file_engine_proto_rawDescGZIP() []byte {
 	return file_engine_proto_rawDescData
 }
 
-var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_engine_proto_goTypes = []any{
 	(*Header)(nil),                // 0: sortie.engine.v1.Header
 	(*TLS)(nil),                   // 1: sortie.engine.v1.TLS
 	(*Stats)(nil),                 // 2: sortie.engine.v1.Stats
 	(*ExecuteRequest)(nil),        // 3: sortie.engine.v1.ExecuteRequest
-	(*ExecuteEvent)(nil),          // 4: sortie.engine.v1.ExecuteEvent
-	(*Started)(nil),               // 5: sortie.engine.v1.Started
-	(*Progress)(nil),              // 6: sortie.engine.v1.Progress
-	(*Bucket)(nil),                // 7: sortie.engine.v1.Bucket
-	(*FailureSample)(nil),         // 8: sortie.engine.v1.FailureSample
-	(*Statistic)(nil),             // 9: sortie.engine.v1.Statistic
-	(*Result)(nil),                // 10: sortie.engine.v1.Result
-	(*CancelRequest)(nil),         // 11: sortie.engine.v1.CancelRequest
-	(*CancelResponse)(nil),        // 12: sortie.engine.v1.CancelResponse
-	(*InfoRequest)(nil),           // 13: sortie.engine.v1.InfoRequest
-	(*InfoResponse)(nil),          // 14: sortie.engine.v1.InfoResponse
-	nil,                           // 15: sortie.engine.v1.Progress.CountersEntry
-	nil,                           // 16: sortie.engine.v1.Bucket.CountersEntry
-	nil,                           // 17: sortie.engine.v1.Result.CountersEntry
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*AttachRequest)(nil),         // 4: sortie.engine.v1.AttachRequest
+	(*ExecuteEvent)(nil),          // 5: sortie.engine.v1.ExecuteEvent
+	(*Started)(nil),               // 6: sortie.engine.v1.Started
+	(*Progress)(nil),              // 7: sortie.engine.v1.Progress
+	(*Bucket)(nil),                // 8: sortie.engine.v1.Bucket
+	(*FailureSample)(nil),         // 9: sortie.engine.v1.FailureSample
+	(*Statistic)(nil),             // 10: sortie.engine.v1.Statistic
+	(*Result)(nil),                // 11: sortie.engine.v1.Result
+	(*CancelRequest)(nil),         // 12: sortie.engine.v1.CancelRequest
+	(*CancelResponse)(nil),        // 13: sortie.engine.v1.CancelResponse
+	(*InfoRequest)(nil),           // 14: sortie.engine.v1.InfoRequest
+	(*InfoResponse)(nil),          // 15: sortie.engine.v1.InfoResponse
+	nil,                           // 16: sortie.engine.v1.Progress.CountersEntry
+	nil,                           // 17: sortie.engine.v1.Bucket.CountersEntry
+	nil,                           // 18: sortie.engine.v1.Result.CountersEntry
+	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_engine_proto_depIdxs = []int32{
-	18, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
+	19, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
 	0,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
-	18, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
-	18, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
-	19, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
-	18, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	19, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
+	19, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
+	20, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
+	19, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
 	1,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
-	18, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
+	19, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
 	2,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
-	18, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
-	5,  // 10: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
-	6,  // 11: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
-	10, // 12: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
-	19, // 13: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
-	18, // 14: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
-	18, // 15: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
-	15, // 16: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
-	7,  // 17: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
-	8,  // 18: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
-	16, // 19: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
-	17, // 20: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
-	9,  // 21: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
-	19, // 22: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	18, // 23: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	3,  // 24: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
-	11, // 25: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
-	13, // 26: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
-	4,  // 27: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
-	12, // 28: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
-	14, // 29: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
-	27, // [27:30] is the sub-list for method output_type
-	24, // [24:27] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	19, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
+	19, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
+	19, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
+	19, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
+	19, // 13: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
+	6,  // 14: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
+	7,  // 15: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
+	11, // 16: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
+	20, // 17: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
+	19, // 18: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
+	19, // 19: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
+	16, // 20: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
+	8,  // 21: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
+	9,  // 22: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
+	17, // 23: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
+	18, // 24: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
+	10, // 25: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
+	20, // 26: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	19, // 27: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	3,  // 28: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
+	12, // 29: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
+	14, // 30: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
+	4,  // 31: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
+	5,  // 32: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
+	13, // 33: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
+	15, // 34: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
+	5,  // 35: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
+	32, // [32:36] is the sub-list for method output_type
+	28, // [28:32] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_engine_proto_init() }
@@ -1792,7 +1978,7 @@ func file_engine_proto_init() {
 	if File_engine_proto != nil {
 		return
 	}
-	file_engine_proto_msgTypes[4].OneofWrappers = []any{
+	file_engine_proto_msgTypes[5].OneofWrappers = []any{
 		(*ExecuteEvent_Started)(nil),
 		(*ExecuteEvent_Progress)(nil),
 		(*ExecuteEvent_Result)(nil),
@@ -1803,7 +1989,7 @@ func file_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_proto_rawDesc), len(file_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

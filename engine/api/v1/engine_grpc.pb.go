@@ -25,6 +25,7 @@ const (
 	Engine_Execute_FullMethodName = "/sortie.engine.v1.Engine/Execute"
 	Engine_Cancel_FullMethodName  = "/sortie.engine.v1.Engine/Cancel"
 	Engine_Info_FullMethodName    = "/sortie.engine.v1.Engine/Info"
+	Engine_Attach_FullMethodName  = "/sortie.engine.v1.Engine/Attach"
 )
 
 // EngineClient is the client API for Engine service.
@@ -48,6 +49,16 @@ type EngineClient interface {
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	// Info describes the engine.
 	Info(ctx context.Context, in *InfoRequest, opts ...grpc.CallOption) (*InfoResponse, error)
+	// Attach follows an execution again after its Execute stream broke (a
+	// driver that died, was evicted, or detached on SIGTERM). An execution
+	// never stops because its stream broke: it runs to its planned end, and
+	// the engine keeps its Result and its timeline for a retention window
+	// after the end (sortie-engine --retention). Attach sends the execution's
+	// Started again, then the timeline from the positions the request names,
+	// then Progress while it runs, and its Result last, exactly as Execute
+	// would have. An execution the engine does not hold (never started here,
+	// or its retention over) is NOT_FOUND; one of another run id too.
+	Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteEvent], error)
 }
 
 type engineClient struct {
@@ -97,6 +108,25 @@ func (c *engineClient) Info(ctx context.Context, in *InfoRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *engineClient) Attach(ctx context.Context, in *AttachRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Engine_ServiceDesc.Streams[1], Engine_Attach_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AttachRequest, ExecuteEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_AttachClient = grpc.ServerStreamingClient[ExecuteEvent]
+
 // EngineServer is the server API for Engine service.
 // All implementations must embed UnimplementedEngineServer
 // for forward compatibility.
@@ -118,6 +148,16 @@ type EngineServer interface {
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	// Info describes the engine.
 	Info(context.Context, *InfoRequest) (*InfoResponse, error)
+	// Attach follows an execution again after its Execute stream broke (a
+	// driver that died, was evicted, or detached on SIGTERM). An execution
+	// never stops because its stream broke: it runs to its planned end, and
+	// the engine keeps its Result and its timeline for a retention window
+	// after the end (sortie-engine --retention). Attach sends the execution's
+	// Started again, then the timeline from the positions the request names,
+	// then Progress while it runs, and its Result last, exactly as Execute
+	// would have. An execution the engine does not hold (never started here,
+	// or its retention over) is NOT_FOUND; one of another run id too.
+	Attach(*AttachRequest, grpc.ServerStreamingServer[ExecuteEvent]) error
 	mustEmbedUnimplementedEngineServer()
 }
 
@@ -136,6 +176,9 @@ func (UnimplementedEngineServer) Cancel(context.Context, *CancelRequest) (*Cance
 }
 func (UnimplementedEngineServer) Info(context.Context, *InfoRequest) (*InfoResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Info not implemented")
+}
+func (UnimplementedEngineServer) Attach(*AttachRequest, grpc.ServerStreamingServer[ExecuteEvent]) error {
+	return status.Error(codes.Unimplemented, "method Attach not implemented")
 }
 func (UnimplementedEngineServer) mustEmbedUnimplementedEngineServer() {}
 func (UnimplementedEngineServer) testEmbeddedByValue()                {}
@@ -205,6 +248,17 @@ func _Engine_Info_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Engine_Attach_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(AttachRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(EngineServer).Attach(m, &grpc.GenericServerStream[AttachRequest, ExecuteEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Engine_AttachServer = grpc.ServerStreamingServer[ExecuteEvent]
+
 // Engine_ServiceDesc is the grpc.ServiceDesc for Engine service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -225,6 +279,11 @@ var Engine_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Execute",
 			Handler:       _Engine_Execute_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Attach",
+			Handler:       _Engine_Attach_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -64,3 +64,52 @@ func RefusedAtCap(err error) (uint32, bool) {
 	}
 	return 0, false
 }
+
+// An execution aimed outside the engine's --allow-targets is refused with
+// PERMISSION_DENIED and an ErrorInfo detail of reason ReasonTargetNotAllowed
+// naming the field (FieldURL or FieldStatsAddress) and the host or
+// address refused, before anything of it is built or sent.
+const (
+	// ReasonTargetNotAllowed is the ErrorInfo reason of a target outside
+	// the allowlist.
+	ReasonTargetNotAllowed = "TARGET_NOT_ALLOWED"
+	// MetadataField and MetadataTarget are its metadata keys: the request
+	// field and the host (url) or address (stats.address) refused.
+	MetadataField  = "field"
+	MetadataTarget = "target"
+	// FieldURL and FieldStatsAddress are the fields an allowlist checks.
+	FieldURL          = "url"
+	FieldStatsAddress = "stats.address"
+)
+
+// TargetRefusal is the status error of an execution whose field names a
+// target outside the allowlist: PERMISSION_DENIED with msg, for people,
+// and the ErrorInfo detail, for programs.
+func TargetRefusal(field, target, msg string) error {
+	st := status.New(codes.PermissionDenied, msg)
+	withInfo, err := st.WithDetails(&errdetails.ErrorInfo{
+		Reason:   ReasonTargetNotAllowed,
+		Domain:   ErrorDomain,
+		Metadata: map[string]string{MetadataField: field, MetadataTarget: target},
+	})
+	if err != nil {
+		return st.Err()
+	}
+	return withInfo.Err()
+}
+
+// RefusedTarget reports whether err is an engine's refusal of a target
+// outside its allowlist, and the field and target it named.
+func RefusedTarget(err error) (field, target string, ok bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus || st.Code() != codes.PermissionDenied {
+		return "", "", false
+	}
+	for _, d := range st.Details() {
+		info, isInfo := d.(*errdetails.ErrorInfo)
+		if isInfo && info.GetDomain() == ErrorDomain && info.GetReason() == ReasonTargetNotAllowed {
+			return info.GetMetadata()[MetadataField], info.GetMetadata()[MetadataTarget], true
+		}
+	}
+	return "", "", false
+}

@@ -50,3 +50,31 @@ func TestRefusedAtCap(t *testing.T) {
 		t.Errorf("CapRefusal status = %v", st)
 	}
 }
+
+func TestRefusedTarget(t *testing.T) {
+	info := func(reason string) *errdetails.ErrorInfo {
+		return &errdetails.ErrorInfo{Domain: ErrorDomain, Reason: reason, Metadata: map[string]string{MetadataField: FieldURL, MetadataTarget: "evil.example"}}
+	}
+	tests := []struct {
+		name          string
+		err           error
+		field, target string
+		ok            bool
+	}{
+		{"the engine's refusal", TargetRefusal(FieldStatsAddress, "10.0.0.1:8125", "not allowed"), FieldStatsAddress, "10.0.0.1:8125", true},
+		{"words without the detail", status.Error(codes.PermissionDenied, "target host is not in --allow-targets"), "", "", false},
+		{"the cap's detail", withInfo(t, codes.PermissionDenied, info(ReasonExecutionCap)), "", "", false},
+		{"another code", withInfo(t, codes.InvalidArgument, info(ReasonTargetNotAllowed)), "", "", false},
+		{"the detail", withInfo(t, codes.PermissionDenied, info(ReasonTargetNotAllowed)), FieldURL, "evil.example", true},
+		{"nil", nil, "", "", false},
+	}
+	for _, tt := range tests {
+		field, target, ok := RefusedTarget(tt.err)
+		if field != tt.field || target != tt.target || ok != tt.ok {
+			t.Errorf("%s: RefusedTarget = %q, %q, %v; want %q, %q, %v", tt.name, field, target, ok, tt.field, tt.target, tt.ok)
+		}
+	}
+	if st := status.Convert(TargetRefusal(FieldURL, "x", "msg")); st.Code() != codes.PermissionDenied || st.Message() != "msg" {
+		t.Errorf("TargetRefusal status = %v", st)
+	}
+}

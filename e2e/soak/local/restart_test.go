@@ -1,0 +1,134 @@
+package local
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sortie-soak/sortie/record"
+)
+
+// TestIntegrationLocalEngineRestart: node-b's engine is killed 8 s into a
+// 30 s run and a new engine of node-b starts 5 s later at its address. The
+// driver gives the new engine the rest of each execution's schedule, on
+// the original due times: node-b is graded with its gap, named by the
+// gate; every request due before and after the gap is answered, exactly;
+// node-a is whole; and every node conserves planned = outcomes + gap.
+func TestIntegrationLocalEngineRestart(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--duration", "30s", "--fault", "engine-restart:node-b@8s+5s")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1: a node with a gap fails", r.code)
+	}
+	f := r.fault(t, "engine-restart", "node-b")
+	if d := f.End.Sub(f.Begin); d < 5*time.Second {
+		t.Errorf("fault line %s: the engine came back %v after the kill, want at least 5s", f, d)
+	}
+	// One GAP line for node-b, summed over its 8 targets: 60 rps a node.
+	m := regexp.MustCompile(`(?m)^GAP node-b \+([0-9.]+)s\.\.\+([0-9.]+)s \(engine restarted\): ([0-9,]+) requests not sent; ([0-9,]+)/([0-9,]+) answered 2xx outside it$`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no GAP line for node-b")
+	}
+	from, _ := strconv.ParseFloat(m[1], 64)
+	to, _ := strconv.ParseFloat(m[2], 64)
+	if from < 5 || from > 8 || to < 13 || to > 17 {
+		t.Errorf("gap +%vs..+%vs, want from within 3 s before the kill at +8s, to after the restart at +13s", from, to)
+	}
+	if want := strconv.Itoa(int(60 * (to - from))); m[3] != thousandsOf(want) {
+		t.Errorf("%s requests not sent in the gap, want 60/s x %vs = %s", m[3], to-from, want)
+	}
+	if m[4] != m[5] || m[5] != thousandsOf(strconv.Itoa(int(60*(30-(to-from))))) {
+		t.Errorf("%s/%s answered outside the gap, want all of 60/s x %vs", m[4], m[5], 30-(to-from))
+	}
+	if !regexp.MustCompile(`VERDICT FAIL targets=8 passed=0 failed=8 not_run=0 backends=2 lost_backends=0`).MatchString(r.stdout) {
+		t.Errorf("the verdict does not fail every target with no lost backend")
+	}
+	buckets := liveBuckets(t, r)
+	for _, e := range r.report.Executions {
+		share := planned30[e.Label[len("mesh/"):]] / 30
+		for _, br := range e.Results {
+			if err := br.Conserves(); err != nil {
+				t.Errorf("%s on %s: %v", e.Label, br.BackendName, err)
+			}
+			var failures uint64
+			for _, k := range record.FailureClasses {
+				failures += br.Counters[k]
+			}
+			if failures != 0 || br.Partial || br.Unsent != 0 {
+				t.Errorf("%s on %s: failures %d, partial %v, unsent %d; want none", e.Label, br.BackendName, failures, br.Partial, br.Unsent)
+			}
+			if br.BackendName == "node-a" {
+				if br.Counters[record.HTTP2xx] != share*30 || len(br.GapUnsent) != 0 {
+					t.Errorf("%s on node-a: %d 2xx, gaps %v; want %d, none", e.Label, br.Counters[record.HTTP2xx], br.GapUnsent, share*30)
+				}
+				continue
+			}
+			checkGapNode(t, e.Label, br, share, buckets[record.SeriesKey{Label: e.Label, Backend: br.Backend}])
+		}
+	}
+}
+
+// planned30 is what each target plans per node in 30 s.
+var planned30 = map[string]uint64{"svc-1": 270, "svc-2": 270, "svc-3": 270, "svc-4": 270, "svc-5": 270, "svc-6": 270, "echo": 90, "uds-echo": 90}
+
+// checkGapNode checks node-b's result for one target: one gap on whole
+// seconds holding share x its length, every request due before it and
+// after it answered 2xx, as the live record's buckets count them too.
+func checkGapNode(t *testing.T, label string, br record.BackendResult, share uint64, buckets []record.BucketLine) {
+	t.Helper()
+	if len(br.GapUnsent) != 1 || br.Planned != share*30 {
+		t.Fatalf("%s on node-b: gaps %+v, planned %d; want one gap of %d planned", label, br.GapUnsent, br.Planned, share*30)
+	}
+	g := br.GapUnsent[0]
+	start, _ := record.ParseTime(br.StartedAt)
+	gf, _ := record.ParseTime(g.From)
+	gt, _ := record.ParseTime(g.To)
+	from, to := gf.Sub(start), gt.Sub(start)
+	if from%time.Second != 0 || to%time.Second != 0 || g.Why != record.GapRestarted {
+		t.Errorf("%s on node-b: gap %+v is not on whole seconds from %s, or not an engine restart", label, g, br.StartedAt)
+	}
+	before, after := share*uint64(from/time.Second), share*uint64((30*time.Second-to)/time.Second)
+	if g.Count != share*uint64((to-from)/time.Second) || br.Counters[record.HTTP2xx] != before+after {
+		t.Errorf("%s on node-b: gap %d, 2xx %d; want %d in the gap, %d before + %d after", label, g.Count, br.Counters[record.HTTP2xx], share*uint64((to-from)/time.Second), before, after)
+	}
+	var liveBefore, liveAfter uint64
+	for _, b := range buckets {
+		off := time.Duration(b.OffsetMs) * time.Millisecond
+		switch {
+		case off < from:
+			liveBefore += b.Counters[record.HTTP2xx]
+		case off >= to:
+			liveAfter += b.Counters[record.HTTP2xx]
+		}
+	}
+	if liveBefore != before || liveAfter != after {
+		t.Errorf("%s on node-b: the live record counts %d 2xx before the gap and %d after, want %d and %d", label, liveBefore, liveAfter, before, after)
+	}
+	t.Logf("%s on node-b: %d answered before +%v, %d not sent in the gap, %d answered from +%v", label, before, from, g.Count, after, to)
+}
+
+// liveBuckets reads the run's live record, by series.
+func liveBuckets(t *testing.T, r localRun) map[record.SeriesKey][]record.BucketLine {
+	t.Helper()
+	f, err := os.Open(filepath.Join(r.dir, liveFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lv, err := record.ReadLive(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return record.BucketsBySeries(lv.Buckets)
+}
+
+// thousandsOf puts a comma every three digits of a decimal number.
+func thousandsOf(s string) string {
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
