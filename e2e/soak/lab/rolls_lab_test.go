@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,13 @@ func TestIntegrationLabSoakRolls(t *testing.T) {
 	dir := t.TempDir()
 	rolls := rollSchedule(t, dir)
 
+	// Both runs hold each request in the targets for a while, as a real
+	// backend does: without it the fixture answers in about a millisecond,
+	// almost nothing is in flight when an old replica exits, and a
+	// non-draining exit would cost the engines nothing to catch.
+	setTargetFlags(t, cs, respondDelay)
+	t.Cleanup(func() { setTargetFlags(t, cs) })
+
 	t.Run("draining", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 		defer cancel()
@@ -86,18 +94,7 @@ func TestIntegrationLabSoakRolls(t *testing.T) {
 	})
 
 	t.Run("no-drain", func(t *testing.T) {
-		// Disabled, and said so in the log: this control no longer fails.
-		// The engine now checks an idle connection before it reuses it (a
-		// connection the server closed is replaced, not written to), so a
-		// naive server that exits with nothing in flight costs a client
-		// nothing, and the fixture answers in about a millisecond, so at
-		// this rate almost nothing is in flight when it exits. The control
-		// needs a target that holds its requests (a response delay) to
-		// show the resets again; until it has one it would fail on a
-		// correct engine.
-		t.Skip("NO-DRAIN CONTROL DISABLED: the fixture target answers too fast for a non-draining exit to catch a request in flight")
-		setNoDrain(t, cs, true)
-		t.Cleanup(func() { setNoDrain(t, cs, false) })
+		setTargetFlags(t, cs, respondDelay, "--no-drain")
 		ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 		defer cancel()
 		run := filepath.Join(dir, "nodrain")
@@ -178,9 +175,15 @@ func labNodes() []string {
 	return out
 }
 
-// setNoDrain runs every fixture target with --no-drain (on) or as the lab
-// made it (off), and waits until the rollout this is has finished.
-func setNoDrain(t *testing.T, cs kubernetes.Interface, on bool) {
+// respondDelay is the fixture targets' response delay in the rolls runs:
+// at the lab's rates it keeps several requests in flight on every replica
+// (about 5 of svc-1's and 2 of svc-2's per node).
+const respondDelay = "--response-delay=250ms"
+
+// setTargetFlags runs every fixture target with the given flags of
+// sortie-target (--no-drain, --response-delay) and without the others, as
+// the lab deploys them otherwise, and waits for the rollout.
+func setTargetFlags(t *testing.T, cs kubernetes.Interface, flags ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -190,10 +193,10 @@ func setNoDrain(t *testing.T, cs kubernetes.Interface, on bool) {
 			t.Fatal(err)
 		}
 		c := &d.Spec.Template.Spec.Containers[0]
-		c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return a == "--no-drain" })
-		if on {
-			c.Args = append(c.Args, "--no-drain")
-		}
+		c.Args = slices.DeleteFunc(c.Args, func(a string) bool {
+			return a == "--no-drain" || strings.HasPrefix(a, "--response-delay=")
+		})
+		c.Args = append(c.Args, flags...)
 		if _, err := cs.AppsV1().Deployments(lab.TargetNamespace).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +207,7 @@ func setNoDrain(t *testing.T, cs kubernetes.Interface, on bool) {
 			return err == nil && rolledOut(d), err
 		})
 	}
-	t.Logf("TARGETS no-drain=%v on %d targets, rolled out", on, len(lab.Targets))
+	t.Logf("TARGETS flags=%q on %d targets, rolled out", flags, len(lab.Targets))
 }
 
 // rolledOut says whether a Deployment's last change has rolled out: every
