@@ -170,6 +170,10 @@ func (s *Scenario) request(t Target, stageName string, ex Execution, workerRate 
 		MaxPendingRequests: s.MaxPendingRequests,
 		Timeout:            durationpb.New(s.Timeout),
 	}
+	if s.Protocol == ProtocolHTTP2 {
+		req.Protocol = enginev1.Protocol_HTTP2
+		req.MaxConcurrentStreams = s.MaxConcurrentStreams
+	}
 	if s.RequestTimeout > 0 {
 		req.RequestTimeout = durationpb.New(s.RequestTimeout)
 	}

@@ -252,6 +252,9 @@ func merge(s, defaults *rawScenario) *rawScenario {
 	fill(&m.timeout, defaults.timeout)
 	fill(&m.requestTimeout, defaults.requestTimeout)
 	fill(&m.maxLateness, defaults.maxLateness)
+	fill(&m.maxStreams, defaults.maxStreams)
+	fill(&m.grpc, defaults.grpc)
+	fill(&m.websocket, defaults.websocket)
 	fill(&m.tls, defaults.tls)
 	fill(&m.stats, defaults.stats)
 	fill(&m.thresholds, defaults.thresholds)
@@ -392,15 +395,8 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 	}
 
 	// protocol
-	s.Protocol = DefaultProtocol
-	if rs.proto.set {
-		switch {
-		case !rs.proto.ok:
-			bad()
-		case rs.proto.v != DefaultProtocol:
-			b.fail(rs.proto.at, "protocol %q is not supported: the engine speaks http1 only", rs.proto.v)
-			bad()
-		}
+	if !b.protocol(rs, &s) {
+		bad()
 	}
 
 	// client settings
@@ -436,6 +432,12 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 	} else if rs.maxPending.set {
 		bad()
 	}
+	// grpc, websocket: after method, protocol and concurrency, which
+	// they constrain.
+	if !b.modes(rs, &s, isDefaults) {
+		bad()
+	}
+	s.pos.protocol, s.pos.grpc, s.pos.websocket = rs.proto.at, rs.grpc.at, rs.websocket.at
 	s.Timeout = DefaultTimeout
 	if t := rs.timeout; t.set {
 		switch {

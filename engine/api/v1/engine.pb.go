@@ -26,6 +26,55 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Protocol is the HTTP version of an execution's requests.
+type Protocol int32
+
+const (
+	// HTTP/1.1.
+	Protocol_HTTP1 Protocol = 0
+	// HTTP/2: h2 over TLS (ALPN), h2c with prior knowledge over plain TCP.
+	Protocol_HTTP2 Protocol = 1
+)
+
+// Enum value maps for Protocol.
+var (
+	Protocol_name = map[int32]string{
+		0: "HTTP1",
+		1: "HTTP2",
+	}
+	Protocol_value = map[string]int32{
+		"HTTP1": 0,
+		"HTTP2": 1,
+	}
+)
+
+func (x Protocol) Enum() *Protocol {
+	p := new(Protocol)
+	*p = x
+	return p
+}
+
+func (x Protocol) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Protocol) Descriptor() protoreflect.EnumDescriptor {
+	return file_engine_proto_enumTypes[0].Descriptor()
+}
+
+func (Protocol) Type() protoreflect.EnumType {
+	return &file_engine_proto_enumTypes[0]
+}
+
+func (x Protocol) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Protocol.Descriptor instead.
+func (Protocol) EnumDescriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{0}
+}
+
 // Header is one request header.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -345,9 +394,22 @@ type ExecuteRequest struct {
 	// than this far behind its schedule (an engine that was frozen or
 	// starved) is not sent but counted in benchmark.late_dropped. 0 means
 	// none: every request is sent, however late.
-	MaxLateness   *durationpb.Duration `protobuf:"bytes,24,opt,name=max_lateness,json=maxLateness,proto3" json:"max_lateness,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxLateness *durationpb.Duration `protobuf:"bytes,24,opt,name=max_lateness,json=maxLateness,proto3" json:"max_lateness,omitempty"`
+	// The HTTP version the requests go out in. HTTP1 (the default) is the
+	// engine's own HTTP/1.1 client; HTTP2 is HTTP/2, negotiated with ALPN h2
+	// over TLS for an https url and spoken with prior knowledge (h2c) for an
+	// http url. A server that does not speak it fails the connection
+	// (benchmark.pool_connection_failure).
+	Protocol Protocol `protobuf:"varint,30,opt,name=protocol,proto3,enum=sortie.engine.v1.Protocol" json:"protocol,omitempty"`
+	// HTTP2 only: the most streams (requests in flight) each connection
+	// carries; the server's SETTINGS_MAX_CONCURRENT_STREAMS caps it further.
+	// 0 means the server's limit alone. A worker holds at most connections x
+	// max_concurrent_streams requests in flight and max_pending_requests
+	// more waiting for a stream; beyond that a request is
+	// benchmark.pool_overflow (open loop) or waits (closed loop).
+	MaxConcurrentStreams uint32 `protobuf:"varint,31,opt,name=max_concurrent_streams,json=maxConcurrentStreams,proto3" json:"max_concurrent_streams,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
@@ -546,6 +608,20 @@ func (x *ExecuteRequest) GetMaxLateness() *durationpb.Duration {
 		return x.MaxLateness
 	}
 	return nil
+}
+
+func (x *ExecuteRequest) GetProtocol() Protocol {
+	if x != nil {
+		return x.Protocol
+	}
+	return Protocol_HTTP1
+}
+
+func (x *ExecuteRequest) GetMaxConcurrentStreams() uint32 {
+	if x != nil {
+		return x.MaxConcurrentStreams
+	}
+	return 0
 }
 
 // AttachRequest names an execution to follow again, and what of its
@@ -1749,7 +1825,7 @@ const file_engine_proto_rawDesc = "" +
 	"\bscenario\x18\x03 \x01(\tR\bscenario\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12@\n" +
 	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12\x18\n" +
-	"\abackend\x18\x06 \x01(\tR\abackend\"\x8a\b\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\"\xf8\b\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x10\n" +
@@ -1776,7 +1852,9 @@ const file_engine_proto_rawDesc = "" +
 	"\x06run_id\x18\x15 \x01(\tR\x05runId\x12<\n" +
 	"\fstart_offset\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\vstartOffset\x12B\n" +
 	"\x0frequest_timeout\x18\x17 \x01(\v2\x19.google.protobuf.DurationR\x0erequestTimeout\x12<\n" +
-	"\fmax_lateness\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vmaxLateness\"\xd3\x01\n" +
+	"\fmax_lateness\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vmaxLateness\x126\n" +
+	"\bprotocol\x18\x1e \x01(\x0e2\x1a.sortie.engine.v1.ProtocolR\bprotocol\x124\n" +
+	"\x16max_concurrent_streams\x18\x1f \x01(\rR\x14maxConcurrentStreams\"\xd3\x01\n" +
 	"\rAttachRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1f\n" +
@@ -1886,7 +1964,10 @@ const file_engine_proto_rawDesc = "" +
 	" \x01(\rR\n" +
 	"gomaxprocs\x12/\n" +
 	"\x13retained_executions\x18\v \x01(\rR\x12retainedExecutions\x12%\n" +
-	"\x0eretained_bytes\x18\f \x01(\x04R\rretainedBytes2\xb8\x02\n" +
+	"\x0eretained_bytes\x18\f \x01(\x04R\rretainedBytes* \n" +
+	"\bProtocol\x12\t\n" +
+	"\x05HTTP1\x10\x00\x12\t\n" +
+	"\x05HTTP2\x10\x012\xb8\x02\n" +
 	"\x06Engine\x12M\n" +
 	"\aExecute\x12 .sortie.engine.v1.ExecuteRequest\x1a\x1e.sortie.engine.v1.ExecuteEvent0\x01\x12K\n" +
 	"\x06Cancel\x12\x1f.sortie.engine.v1.CancelRequest\x1a .sortie.engine.v1.CancelResponse\x12E\n" +
@@ -1905,72 +1986,75 @@ func file_engine_proto_rawDescGZIP() []byte {
 	return file_engine_proto_rawDescData
 }
 
+var file_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_engine_proto_goTypes = []any{
-	(*Header)(nil),                // 0: sortie.engine.v1.Header
-	(*TLS)(nil),                   // 1: sortie.engine.v1.TLS
-	(*Stats)(nil),                 // 2: sortie.engine.v1.Stats
-	(*ExecuteRequest)(nil),        // 3: sortie.engine.v1.ExecuteRequest
-	(*AttachRequest)(nil),         // 4: sortie.engine.v1.AttachRequest
-	(*ExecuteEvent)(nil),          // 5: sortie.engine.v1.ExecuteEvent
-	(*Started)(nil),               // 6: sortie.engine.v1.Started
-	(*Progress)(nil),              // 7: sortie.engine.v1.Progress
-	(*Bucket)(nil),                // 8: sortie.engine.v1.Bucket
-	(*FailureSample)(nil),         // 9: sortie.engine.v1.FailureSample
-	(*Statistic)(nil),             // 10: sortie.engine.v1.Statistic
-	(*Result)(nil),                // 11: sortie.engine.v1.Result
-	(*CancelRequest)(nil),         // 12: sortie.engine.v1.CancelRequest
-	(*CancelResponse)(nil),        // 13: sortie.engine.v1.CancelResponse
-	(*InfoRequest)(nil),           // 14: sortie.engine.v1.InfoRequest
-	(*InfoResponse)(nil),          // 15: sortie.engine.v1.InfoResponse
-	nil,                           // 16: sortie.engine.v1.Progress.CountersEntry
-	nil,                           // 17: sortie.engine.v1.Bucket.CountersEntry
-	nil,                           // 18: sortie.engine.v1.Result.CountersEntry
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(Protocol)(0),                 // 0: sortie.engine.v1.Protocol
+	(*Header)(nil),                // 1: sortie.engine.v1.Header
+	(*TLS)(nil),                   // 2: sortie.engine.v1.TLS
+	(*Stats)(nil),                 // 3: sortie.engine.v1.Stats
+	(*ExecuteRequest)(nil),        // 4: sortie.engine.v1.ExecuteRequest
+	(*AttachRequest)(nil),         // 5: sortie.engine.v1.AttachRequest
+	(*ExecuteEvent)(nil),          // 6: sortie.engine.v1.ExecuteEvent
+	(*Started)(nil),               // 7: sortie.engine.v1.Started
+	(*Progress)(nil),              // 8: sortie.engine.v1.Progress
+	(*Bucket)(nil),                // 9: sortie.engine.v1.Bucket
+	(*FailureSample)(nil),         // 10: sortie.engine.v1.FailureSample
+	(*Statistic)(nil),             // 11: sortie.engine.v1.Statistic
+	(*Result)(nil),                // 12: sortie.engine.v1.Result
+	(*CancelRequest)(nil),         // 13: sortie.engine.v1.CancelRequest
+	(*CancelResponse)(nil),        // 14: sortie.engine.v1.CancelResponse
+	(*InfoRequest)(nil),           // 15: sortie.engine.v1.InfoRequest
+	(*InfoResponse)(nil),          // 16: sortie.engine.v1.InfoResponse
+	nil,                           // 17: sortie.engine.v1.Progress.CountersEntry
+	nil,                           // 18: sortie.engine.v1.Bucket.CountersEntry
+	nil,                           // 19: sortie.engine.v1.Result.CountersEntry
+	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_engine_proto_depIdxs = []int32{
-	19, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
-	0,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
-	19, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
-	19, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
-	20, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
-	19, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	1,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
-	19, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
-	2,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
-	19, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
-	19, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
-	19, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
-	19, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
-	19, // 13: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
-	6,  // 14: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
-	7,  // 15: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
-	11, // 16: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
-	20, // 17: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
-	19, // 18: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
-	19, // 19: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
-	16, // 20: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
-	8,  // 21: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
-	9,  // 22: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
-	17, // 23: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
-	18, // 24: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
-	10, // 25: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
-	20, // 26: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	19, // 27: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	3,  // 28: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
-	12, // 29: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
-	14, // 30: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
-	4,  // 31: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
-	5,  // 32: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
-	13, // 33: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
-	15, // 34: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
-	5,  // 35: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
-	32, // [32:36] is the sub-list for method output_type
-	28, // [28:32] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	20, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
+	1,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
+	20, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
+	20, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
+	21, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
+	20, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	2,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
+	20, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
+	3,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
+	20, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
+	20, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
+	20, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
+	20, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
+	0,  // 13: sortie.engine.v1.ExecuteRequest.protocol:type_name -> sortie.engine.v1.Protocol
+	20, // 14: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
+	7,  // 15: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
+	8,  // 16: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
+	12, // 17: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
+	21, // 18: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
+	20, // 19: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
+	20, // 20: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
+	17, // 21: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
+	9,  // 22: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
+	10, // 23: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
+	18, // 24: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
+	19, // 25: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
+	11, // 26: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
+	21, // 27: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	20, // 28: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	4,  // 29: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
+	13, // 30: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
+	15, // 31: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
+	5,  // 32: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
+	6,  // 33: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
+	14, // 34: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
+	16, // 35: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
+	6,  // 36: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
+	33, // [33:37] is the sub-list for method output_type
+	29, // [29:33] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_engine_proto_init() }
@@ -1988,13 +2072,14 @@ func file_engine_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_proto_rawDesc), len(file_engine_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_engine_proto_goTypes,
 		DependencyIndexes: file_engine_proto_depIdxs,
+		EnumInfos:         file_engine_proto_enumTypes,
 		MessageInfos:      file_engine_proto_msgTypes,
 	}.Build()
 	File_engine_proto = out.File
