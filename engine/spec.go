@@ -54,9 +54,12 @@ type spec struct {
 	tls       *tls.Config
 	request   []byte // the whole serialised request
 	head      bool
-	pacer     pacer.Pacer
-	workers   int
-	start     time.Time // wall clock instant of request 0
+	// h2 is the request as HTTP/2 sends it (protocol HTTP2); nil for
+	// HTTP/1.1, which sends request.
+	h2      *h2Spec
+	pacer   pacer.Pacer
+	workers int
+	start   time.Time // wall clock instant of request 0
 	// first is the index of each worker's first request: the first due
 	// at or after start_offset (0 without one). Requests before it are
 	// not this execution's.
@@ -224,6 +227,20 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 				errs = append(errs, err)
 			}
 			s.tls = cfg
+		}
+		switch req.GetProtocol() {
+		case enginev1.Protocol_HTTP1:
+			if req.GetMaxConcurrentStreams() != 0 {
+				errs = append(errs, fieldErr("max_concurrent_streams", "applies to protocol HTTP2 only"))
+			}
+		case enginev1.Protocol_HTTP2:
+			s.h2 = parseH2(req, u)
+			if s.tls != nil {
+				// h2 by ALPN, or no connection (see h2Dial).
+				s.tls.NextProtos = []string{"h2"}
+			}
+		default:
+			errs = append(errs, fieldErr("protocol", "%d is not HTTP1 or HTTP2", req.GetProtocol()))
 		}
 	}
 

@@ -82,6 +82,9 @@ type worker struct {
 	// pm is what the pacer counted of its bucket of the timeline and not
 	// yet added to it; the pacer's own.
 	pm pacerMark
+
+	// h2 is the HTTP/2 pool (protocol HTTP2), nil for HTTP/1.1.
+	h2 *h2Pool
 }
 
 // newWorker is worker index of s, pacing with sl, with its share of the
@@ -101,7 +104,10 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 	}
 	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
 	// A closed-loop worker waits for its responses to send more.
-	w.deferOn.Store(s.openLoop && s.tls == nil)
+	w.deferOn.Store(s.openLoop && s.tls == nil && s.h2 == nil)
+	if s.h2 != nil {
+		w.h2 = newH2Pool()
+	}
 	return w
 }
 
@@ -110,6 +116,9 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 func (w *worker) release() {
 	w.sleeper.close()
 	w.dialStop()
+	if w.h2 != nil {
+		w.h2.cancel()
+	}
 }
 
 // now is the offset from the due time of request 0, in ns.
@@ -232,6 +241,9 @@ func (w *worker) waitUntil(due int64) bool {
 // false only when the worker was cancelled while a closed-loop worker
 // waited for room.
 func (w *worker) dispatch(due int64) bool {
+	if w.h2 != nil {
+		return w.dispatchH2(due)
+	}
 	collected := false
 	for {
 		w.mu.Lock()
@@ -366,7 +378,7 @@ func (w *worker) signalRoomLocked() {
 }
 
 func (w *worker) quietLocked() bool {
-	return w.pacerDone && w.qhead == len(w.queue) && w.open == len(w.idle)
+	return w.pacerDone && w.qhead == len(w.queue) && w.open == len(w.idle) && (w.h2 == nil || w.h2.n == 0)
 }
 
 func (w *worker) signalQuietLocked() {
@@ -424,6 +436,9 @@ func (w *worker) drain(abort <-chan struct{}) {
 	w.mu.Unlock()
 	w.dialStop()
 	w.wg.Wait()
+	if w.h2 != nil {
+		w.h2Close()
+	}
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -455,6 +470,9 @@ func (w *worker) expire(aborted bool) {
 		w.stats.fail(failSample{due: due, at: now, class: uint8(cInflightLost), reason: noDetail, phase: noDetail})
 	}
 	w.dialStop()
+	if w.h2 != nil {
+		w.h2Expire()
+	}
 }
 
 // failure counts the request due at due whose round trip on c failed.

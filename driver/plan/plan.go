@@ -30,7 +30,7 @@
 //	    headers: ["User-Agent: sortie"]
 //	    body: "..."                 # or body_file, relative to the plan
 //	    protocol: http1             # http1 (default) or http2; http3 validates, a run refuses it
-//	    max_concurrent_streams: 100 # http2: streams per connection; default the server's limit
+//	    max_concurrent_streams: 100 # http2: streams per connection; default 100, capped by the server
 //	    connections: 100            # per worker; default 100
 //	    concurrency: "1"            # workers per backend, a string
 //	    max_pending_requests: 0     # per worker; default 0

@@ -398,12 +398,13 @@ type ExecuteRequest struct {
 	// The HTTP version the requests go out in. HTTP1 (the default) is the
 	// engine's own HTTP/1.1 client; HTTP2 is HTTP/2, negotiated with ALPN h2
 	// over TLS for an https url and spoken with prior knowledge (h2c) for an
-	// http url. A server that does not speak it fails the connection
-	// (benchmark.pool_connection_failure).
+	// http url. Over TLS, a server that does not choose h2 fails the
+	// connection (benchmark.pool_connection_failure); over plain TCP, one
+	// that does not speak h2c breaks the requests sent on it (resets).
 	Protocol Protocol `protobuf:"varint,30,opt,name=protocol,proto3,enum=sortie.engine.v1.Protocol" json:"protocol,omitempty"`
 	// HTTP2 only: the most streams (requests in flight) each connection
 	// carries; the server's SETTINGS_MAX_CONCURRENT_STREAMS caps it further.
-	// 0 means the server's limit alone. A worker holds at most connections x
+	// 0 means 100, HTTP/2's recommended least. A worker holds at most connections x
 	// max_concurrent_streams requests in flight and max_pending_requests
 	// more waiting for a stream; beyond that a request is
 	// benchmark.pool_overflow (open loop) or waits (closed loop).
