@@ -123,6 +123,9 @@ type Options struct {
 	// RequestTimeout is the plan's request_timeout, default
 	// DefaultRequestTimeout; 0 leaves it out (no per-request timeout).
 	RequestTimeout time.Duration
+	// Protocol is the scenario's protocol: http1 (also when empty) or
+	// http2.
+	Protocol string
 }
 
 // DefaultOptions returns the defaults: 60 rps per node, concurrency 1, a
@@ -144,6 +147,9 @@ func DefaultOptions() Options {
 // Validate returns every problem with the options at once.
 func (o Options) Validate() error {
 	var errs []error
+	if o.Protocol != "" && o.Protocol != "http1" && o.Protocol != "http2" {
+		errs = append(errs, fmt.Errorf("protocol %q: want http1 or http2", o.Protocol))
+	}
 	if len(o.Targets) == 0 {
 		errs = append(errs, errors.New("no targets (--targets)"))
 	} else if len(o.Targets) > MaxTargets {
@@ -397,7 +403,11 @@ func (r *Rendered) plan(o Options) []byte {
 	p("scenarios:\n")
 	p("  - name: %s\n", o.Scenario)
 	p("    pool: %s\n", PoolName)
-	p("    protocol: http1\n")
+	proto := o.Protocol
+	if proto == "" {
+		proto = "http1"
+	}
+	p("    protocol: %s\n", proto)
 	p("    concurrency: %s\n", quote(strconv.Itoa(o.Concurrency)))
 	if r.MaxPending > 0 {
 		p("    max_pending_requests: %d\n", r.MaxPending)

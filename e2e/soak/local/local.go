@@ -103,6 +103,10 @@ type LocalOptions struct {
 	// by default it is mTLS with a CA made for the run (tls/ in the run
 	// directory).
 	InsecurePlaintext bool
+	// Protocol is what the engines speak to the targets: http1, or h2
+	// (HTTP/2 with prior knowledge: the targets run with --h2c and the
+	// plan says protocol: http2).
+	Protocol string
 }
 
 // DefaultLocalOptions is the embedded default run: 60 s, two nodes, the
@@ -119,6 +123,7 @@ func DefaultLocalOptions() LocalOptions {
 		CancelWait:    30 * time.Second,
 		Lag:           time.Second,
 		HTML:          htmlReport,
+		Protocol:      ProtocolHTTP1,
 	}
 }
 
@@ -140,6 +145,11 @@ func (o LocalOptions) Validate() error {
 	if o.Progress < 0 || o.DeadlineGrace < 0 || o.Lag < 0 || o.AnswerWindow < 0 || o.CancelWait < 0 {
 		errs = append(errs, errors.New("--progress, --deadline-grace, --answer-window, --cancel-wait and --lag must not be negative"))
 	}
+	switch o.Protocol {
+	case ProtocolHTTP1, ProtocolH2:
+	default:
+		errs = append(errs, fmt.Errorf("--protocol %q: want %s or %s", o.Protocol, ProtocolHTTP1, ProtocolH2))
+	}
 	if o.RollIdle && !o.Rolls {
 		errs = append(errs, errors.New("--roll-idle: rolls nothing without --rolls"))
 	}
@@ -156,6 +166,12 @@ func (o LocalOptions) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// The protocols of --protocol.
+const (
+	ProtocolHTTP1 = "http1"
+	ProtocolH2    = "h2"
+)
 
 func nodeName(i int) string { return "node-" + string(rune('a'+i)) }
 
@@ -381,6 +397,9 @@ func (l *local) startReplica(ctx context.Context, name string) (*replica, error)
 	if l.o.NoDrain {
 		args = append(args, "--no-drain")
 	}
+	if l.o.Protocol == ProtocolH2 {
+		args = append(args, "--h2c")
+	}
 	p, err := startProc("target "+name, l.self, logf, args...)
 	if err != nil {
 		logf.Close()
@@ -520,6 +539,9 @@ func (l *local) writeInputs(targets []render.Target) error {
 	}
 	ro.Backends = len(l.engines)
 	ro.PerTargetFloors = true
+	if l.o.Protocol == ProtocolH2 {
+		ro.Protocol = "http2"
+	}
 	r, err := render.Render(ro)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("render the plan: %w", err))

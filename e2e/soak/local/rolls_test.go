@@ -130,6 +130,7 @@ func TestLocalOptionsValidate(t *testing.T) {
 	o := DefaultLocalOptions()
 	o.Duration = 20 * time.Second
 	o.RollIdle = true
+	o.Protocol = "grpc"
 	o.Faults = []Fault{
 		{Kind: TargetFail, Subject: "svc-1", At: 19 * time.Second, For: 2 * time.Second},
 		{Kind: TargetFail, Subject: "svc-1", At: 19 * time.Second, Count: 5},
@@ -138,6 +139,7 @@ func TestLocalOptionsValidate(t *testing.T) {
 	err := o.Validate()
 	for _, want := range []string{
 		"--roll-idle: rolls nothing without --rolls",
+		`--protocol "grpc": want http1 or h2`,
 		"--fault target-fail:svc-1@19s+2s: the window ends after the load",
 		"--fault target-fail:svc-1@20s+5: starts after the load ends",
 	} {
