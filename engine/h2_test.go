@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
@@ -150,4 +152,43 @@ func TestH2NotNegotiated(t *testing.T) {
 	r.Tls = &enginev1.TLS{InsecureSkipVerify: true}
 	res := te.execute(t, r).mustResult(t)
 	wantCounters(t, res, map[string]uint64{record.PoolConnectionFailure: 10, record.PoolFailureRemote: 10})
+}
+
+// TestH2GoAway: a server that answers a request's HEADERS with a GOAWAY
+// naming no stream, and closes, leaves each request unanswered: a reset
+// before headers with reason connection_termination, never re-sent.
+func TestH2GoAway(t *testing.T) {
+	t.Parallel()
+	var streams atomic.Int64
+	srv := newRawServer(t, func(c net.Conn, _ int64) {
+		defer c.Close()
+		preface := make([]byte, len(http2.ClientPreface))
+		if _, err := io.ReadFull(c, preface); err != nil {
+			return
+		}
+		fr := http2.NewFramer(c, c)
+		if fr.WriteSettings() != nil {
+			return
+		}
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if _, ok := f.(*http2.HeadersFrame); ok {
+				streams.Add(1)
+				_ = fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+				return
+			}
+		}
+	})
+	te := startEngine(t, Options{})
+	res := te.execute(t, h2Req("h2-goaway", srv.url())).mustResult(t)
+	wantCounters(t, res, map[string]uint64{
+		record.StreamResets: 10, record.ResetsBeforeHeaders: 10,
+		record.StreamResetsPrefix + record.ReasonConnectionTermination: 10,
+	})
+	if n := streams.Load(); n != 10 {
+		t.Errorf("server saw %d requests, want 10: none re-sent", n)
+	}
 }
