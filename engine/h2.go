@@ -174,7 +174,8 @@ func (w *worker) h2Request(due int64) {
 	// took its stream (c.carried moves under the lock meanwhile).
 	d := conn{remote: c.remote, since: c.since, carried: carried}
 	if err != nil {
-		w.h2Failure(&d, due, ctx, err, headersDone)
+		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+		w.roundTripFailure(&d, due, timedOut, headersDone, h2ResetReason(err, w.aborted.Load()))
 	} else {
 		w.stats.response(code, due, end, inHand, &d)
 	}
@@ -328,25 +329,6 @@ func (w *worker) h2Done(c *h2Conn) {
 func (w *worker) h2FreedLocked() {
 	close(w.h2.freed)
 	w.h2.freed = make(chan struct{})
-}
-
-// h2Failure counts the request due at due whose round trip failed; c
-// describes its connection.
-func (w *worker) h2Failure(c *conn, due int64, ctx context.Context, err error, headersDone bool) {
-	f := failSample{due: due, at: w.now(), class: uint8(cInflightLost), reason: noDetail, phase: noDetail}
-	c.describe(&f)
-	switch {
-	case w.expired.Load():
-	case !w.aborted.Load() && errors.Is(ctx.Err(), context.DeadlineExceeded):
-		f.class = uint8(cRequestTimeout)
-	default:
-		f.class, f.phase = uint8(cResets), uint8(cResetsBeforeHeaders)
-		if headersDone {
-			f.phase = uint8(cResetsIncompleteBody)
-		}
-		f.reason = uint8(h2ResetReason(err, w.aborted.Load()))
-	}
-	w.stats.fail(f)
 }
 
 // h2ResetReason names why an HTTP/2 stream broke, with the reasons of an

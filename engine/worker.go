@@ -477,20 +477,29 @@ func (w *worker) expire(aborted bool) {
 
 // failure counts the request due at due whose round trip on c failed.
 func (w *worker) failure(c *conn, due int64, err error, headersDone bool) {
+	// The only deadline left is the request's own: expire and abort move
+	// it to the past only after they are noted.
+	timedOut := c.timed && errors.Is(err, os.ErrDeadlineExceeded)
+	w.roundTripFailure(c, due, timedOut, headersDone, resetReason(err, w.aborted.Load()))
+}
+
+// roundTripFailure counts a request whose round trip on c failed, an
+// HTTP/1.1 or an HTTP/2 one: lost once the drain ended, a request timeout
+// when its own timeout fired (and the engine did not abort), else a reset
+// in its phase with reason.
+func (w *worker) roundTripFailure(c *conn, due int64, timedOut, headersDone bool, reason counterID) {
 	f := failSample{due: due, at: w.now(), class: uint8(cInflightLost), reason: noDetail, phase: noDetail}
 	c.describe(&f)
 	switch {
 	case w.expired.Load():
-	case c.timed && !w.aborted.Load() && errors.Is(err, os.ErrDeadlineExceeded):
-		// The only deadline left is the request's own: expire and abort
-		// move it to the past only after they are noted.
+	case timedOut && !w.aborted.Load():
 		f.class = uint8(cRequestTimeout)
 	default:
 		f.class, f.phase = uint8(cResets), uint8(cResetsBeforeHeaders)
 		if headersDone {
 			f.phase = uint8(cResetsIncompleteBody)
 		}
-		f.reason = uint8(resetReason(err, w.aborted.Load()))
+		f.reason = uint8(reason)
 	}
 	w.stats.fail(f)
 }
