@@ -37,6 +37,7 @@ import (
 	"golang.org/x/net/http2"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/engine/httpwire"
 )
 
 // defaultStreams caps the requests in flight on one connection when the
@@ -114,8 +115,10 @@ type h2Pool struct {
 func newH2Pool() *h2Pool {
 	p := &h2Pool{
 		// DisableCompression: the engine asks for what the plan says,
-		// no Accept-Encoding of its own.
-		t:     &http2.Transport{AllowHTTP: true, DisableCompression: true},
+		// no Accept-Encoding of its own. MaxHeaderListSize: the bound
+		// of HTTP/1.1 responses' headers (httpwire), advertised to the
+		// server; a response over it breaks its stream.
+		t:     &http2.Transport{AllowHTTP: true, DisableCompression: true, MaxHeaderListSize: httpwire.MaxHeaderBytes},
 		freed: make(chan struct{}),
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -333,9 +336,9 @@ func (w *worker) h2FreedLocked() {
 
 // h2ResetReason names why an HTTP/2 stream broke, with the reasons of an
 // HTTP/1.1 reset: RST_STREAM from the server is remote_reset (but
-// PROTOCOL_ERROR, protocol_error), a GOAWAY that left the stream
-// unanswered is connection_termination, a connection error is
-// protocol_error.
+// PROTOCOL_ERROR, protocol_error), headers over the engine's bound
+// overflow, a GOAWAY that left the stream unanswered
+// connection_termination, a connection error protocol_error.
 func h2ResetReason(err error, aborted bool) counterID {
 	var se http2.StreamError
 	var ge http2.GoAwayError
@@ -344,7 +347,12 @@ func h2ResetReason(err error, aborted bool) counterID {
 	case aborted:
 		return cResetLocal
 	case errors.As(err, &se):
-		if se.Code == http2.ErrCodeProtocol {
+		switch {
+		case se.Cause != nil && se.Cause.Error() == errHeaderListSize:
+			// The engine gave up on headers over its bound, as
+			// httpwire does on an HTTP/1.1 response's.
+			return cResetOverflow
+		case se.Code == http2.ErrCodeProtocol:
 			return cResetProtocol
 		}
 		return cResetRemote
@@ -355,6 +363,11 @@ func h2ResetReason(err error, aborted bool) counterID {
 	}
 	return resetReason(err, false)
 }
+
+// errHeaderListSize is x/net's message for response headers over
+// Transport.MaxHeaderListSize, which it keeps in an unexported error;
+// TestH2HeaderLimit notices if it changes.
+const errHeaderListSize = "http2: response header list larger than advertised limit"
 
 // h2Expire ends the drain for HTTP/2: requests in flight return at once
 // and are counted by their goroutines (lost, or a local reset when

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/engine/httpwire"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -191,4 +193,25 @@ func TestH2GoAway(t *testing.T) {
 	if n := streams.Load(); n != 10 {
 		t.Errorf("server saw %d requests, want 10: none re-sent", n)
 	}
+}
+
+// TestH2HeaderLimit: a response whose headers pass the bound of an
+// HTTP/1.1 response's (httpwire.MaxHeaderBytes) breaks its stream, a
+// reset before headers with reason overflow, as over HTTP/1.1.
+func TestH2HeaderLimit(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("x", httpwire.MaxHeaderBytes))
+		w.WriteHeader(200)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	te := startEngine(t, Options{})
+	res := te.execute(t, h2Req("h2-big", srv.URL+"/")).mustResult(t)
+	wantCounters(t, res, map[string]uint64{
+		record.StreamResets: 10, record.ResetsBeforeHeaders: 10,
+		record.StreamResetsPrefix + record.ReasonOverflow: 10,
+	})
 }
