@@ -215,3 +215,28 @@ func TestH2HeaderLimit(t *testing.T) {
 		record.StreamResetsPrefix + record.ReasonOverflow: 10,
 	})
 }
+
+// TestH2ClosedLoopWaits: closed loop, one connection of one stream and one
+// pending slot: the pacer waits for room instead of overflowing, and says
+// so in its late sends.
+func TestH2ClosedLoopWaits(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(150 * time.Millisecond)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	te := startEngine(t, Options{})
+	r := h2Req("h2-closed", srv.URL+"/")
+	r.OpenLoop = false
+	r.Connections, r.MaxConcurrentStreams, r.MaxPendingRequests = 1, 1, 1
+	res := te.execute(t, r).mustResult(t)
+	wantCounters(t, res, map[string]uint64{record.HTTP2xx: 10})
+	// Request 3, due at 100 ms, waits until the first answer (150 ms at
+	// the soonest) frees the pending slot: a lower bound on lateness.
+	if st := statsByID(res)[record.SendLateness]; st.GetCount() != 10 || st.GetMax() < int64(40*time.Millisecond) {
+		t.Errorf("send_lateness = %v, want 10 sends, the latest over 40ms late", st)
+	}
+}
