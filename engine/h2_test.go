@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -238,5 +239,37 @@ func TestH2ClosedLoopWaits(t *testing.T) {
 	// the soonest) frees the pending slot: a lower bound on lateness.
 	if st := statsByID(res)[record.SendLateness]; st.GetCount() != 10 || st.GetMax() < int64(40*time.Millisecond) {
 		t.Errorf("send_lateness = %v, want 10 sends, the latest over 40ms late", st)
+	}
+}
+
+// TestH2StopDeadlineAbortsInFlight: a Stop whose deadline passes cuts the
+// HTTP/2 requests in flight short: each is a local reset, and the result
+// still conserves every planned request.
+func TestH2StopDeadlineAbortsInFlight(t *testing.T) {
+	t.Parallel()
+	inFlight := newSeen()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.mark()
+		<-r.Context().Done()
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	te := startEngine(t, Options{})
+	r := req("h2-aborted", srv.URL+"/", 20, 20*time.Second)
+	r.Protocol = enginev1.Protocol_HTTP2
+	ch := startStream(t, te, r)
+	inFlight.wait(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	te.stopChecked.Store(true)
+	if err := te.e.Stop(ctx); err == nil {
+		t.Error("Stop past its deadline returned nil")
+	}
+	res := (<-ch).mustResult(t)
+	c := res.GetCounters()
+	if c[record.StreamResetsPrefix+record.ReasonLocalReset] == 0 || c[record.StreamResets] != c[record.StreamResetsPrefix+record.ReasonLocalReset] {
+		t.Errorf("counters %v, want every in-flight request a local reset", c)
 	}
 }
