@@ -32,7 +32,7 @@ func TestUndriven(t *testing.T) {
 		}
 		got = append(got, strings.SplitN(pe.Msg, ":", 2)[0])
 	}
-	want := []string{"scenario grpc-unary", "scenario grpc-bidi", "scenario grpc-bidi-default-streams", "scenario ws"}
+	want := []string{"scenario grpc-unary", "scenario grpc-bidi", "scenario grpc-bidi-default-streams", "scenario ws", "scenario h3"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("undriven scenarios (-want +got):\n%s", diff)
 	}
