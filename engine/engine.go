@@ -1,5 +1,6 @@
 // Package engine is sortie's load engine: a gRPC service that runs open-loop
-// HTTP/1.1 load executions and counts the outcome of every request.
+// HTTP/1.1 (and, with protocol HTTP2, HTTP/2: see h2.go) load executions and
+// counts the outcome of every request.
 //
 // An execution paces each of its workers with engine/pacer (request i is
 // due at start + offset(i), whatever earlier requests did), hands each due
