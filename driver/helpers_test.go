@@ -173,6 +173,8 @@ type planData struct {
 	URL      string
 	// Duration is a plan's executor duration, for the plans that take it.
 	Duration string
+	// TLSURL is a second, https, target, for the plans that take one.
+	TLSURL string
 }
 
 // Quoted lists the backends as a YAML flow sequence.
