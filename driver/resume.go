@@ -64,6 +64,57 @@ func (s *manifestState) dispatching(name string, dispatched, startAt time.Time, 
 	return s.write()
 }
 
+// rejoined records, before the rest of execution id's schedule is sent
+// to an engine that came back, the rejoin: a driver that dies from then
+// on leaves the next one what it needs to follow that engine, and the
+// counts of the engine before it, which is gone.
+func (s *manifestState) rejoined(id string, rj record.ManifestRejoin) error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	x := s.execution(id)
+	if x != nil {
+		x.Rejoins = append(x.Rejoins, rj)
+	}
+	s.mu.Unlock()
+	if x == nil {
+		return fmt.Errorf("the manifest names no execution %s", id)
+	}
+	return s.write()
+}
+
+// unrejoin takes back the last rejoin of execution id, when it is segID:
+// its engine never heard of it.
+func (s *manifestState) unrejoin(id, segID string) error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	x := s.execution(id)
+	if x == nil || len(x.Rejoins) == 0 || x.Rejoins[len(x.Rejoins)-1].ExecutionID != segID {
+		s.mu.Unlock()
+		return nil
+	}
+	x.Rejoins = x.Rejoins[:len(x.Rejoins)-1]
+	s.mu.Unlock()
+	return s.write()
+}
+
+// execution is the manifest's execution of that id, newest stage first;
+// nil for none. s.mu is held.
+func (s *manifestState) execution(id string) *record.ManifestExecution {
+	for i := len(s.m.Stages) - 1; i >= 0; i-- {
+		st := &s.m.Stages[i]
+		for j := range st.Executions {
+			if st.Executions[j].ExecutionID == id {
+				return &st.Executions[j]
+			}
+		}
+	}
+	return nil
+}
+
 // resumed is what a resuming driver takes over from the one before it:
 // the executions already in the results stream, and per execution and
 // backend the timeline its live record holds.
@@ -95,6 +146,8 @@ type heldSeries struct {
 type stageResume struct {
 	dispatched, startAt time.Time
 	ids                 map[record.SeriesKey]string
+	// rejoins are the engines that came back, per execution and backend.
+	rejoins map[record.SeriesKey][]record.ManifestRejoin
 }
 
 // id is the execution id of label on backend b; empty for none.
@@ -132,9 +185,14 @@ func (r *runner) stageOf(name string) (*stageResume, error) {
 	if err != nil {
 		return nil, err
 	}
-	sr := &stageResume{dispatched: d, startAt: s, ids: map[record.SeriesKey]string{}}
+	sr := &stageResume{dispatched: d, startAt: s, ids: map[record.SeriesKey]string{},
+		rejoins: map[record.SeriesKey][]record.ManifestRejoin{}}
 	for _, x := range ms.Executions {
-		sr.ids[record.SeriesKey{Label: x.Label, Backend: x.Backend}] = x.ExecutionID
+		k := record.SeriesKey{Label: x.Label, Backend: x.Backend}
+		sr.ids[k] = x.ExecutionID
+		if len(x.Rejoins) > 0 {
+			sr.rejoins[k] = x.Rejoins
+		}
 	}
 	return sr, nil
 }
@@ -145,8 +203,17 @@ func (r *runner) stageOf(name string) (*stageResume, error) {
 func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 	rs := &resumed{done: map[string]record.Execution{}, held: map[record.SeriesKey]*heldSeries{}}
 	dispatched := map[string]bool{}
+	// A backend whose engine came back is followed again on the engine
+	// that came back last: only its lines (from its offset on) are
+	// what Attach goes on from.
+	from := map[record.SeriesKey]time.Duration{}
 	for _, st := range m.Stages {
 		dispatched[st.Dispatched] = true
+		for _, x := range st.Executions {
+			if n := len(x.Rejoins); n > 0 {
+				from[record.SeriesKey{Label: x.Label, Backend: x.Backend}] = time.Duration(x.Rejoins[n-1].OffsetMs) * time.Millisecond
+			}
+		}
 	}
 	if stream != "" {
 		src, err := record.ReadStreamFile(stream)
@@ -187,16 +254,32 @@ func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 				return nil // finished: not followed again
 			}
 			k := record.SeriesKey{Label: l.Bucket.Label, Backend: l.Bucket.Backend}
+			off, seg := from[k]
+			q := quietBuckets(off, time.Duration(l.Bucket.WidthMs)*time.Millisecond)
+			if l.Bucket.Index < q {
+				return nil // an engine's before the one followed again
+			}
 			h := rs.series(k)
 			if h.tl == nil {
 				h.series = seriesOfLine(l.Bucket)
 				h.tl = &timeline{}
 				h.tl.start(h.series)
+				// The engine that came back sent its empty buckets
+				// before its offset first (they were final at its
+				// start), unwritten: Attach counts them too.
+				h.tl.skip(q)
+				if seg {
+					h.buckets = q
+				}
 			}
 			h.tl.restore(&enginev1.Bucket{Index: l.Bucket.Index, Counters: l.Bucket.Counters, Unsent: l.Bucket.Unsent})
 			h.buckets++
 		case l.Sample != nil:
-			rs.series(record.SeriesKey{Label: l.Sample.Label, Backend: l.Sample.Backend}).samples++
+			k := record.SeriesKey{Label: l.Sample.Label, Backend: l.Sample.Backend}
+			if off, seg := from[k]; seg && time.Duration(l.Sample.DueOffsetMs)*time.Millisecond < off {
+				return nil
+			}
+			rs.series(k).samples++
 		}
 		return nil
 	})
@@ -204,6 +287,33 @@ func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 		return nil, fmt.Errorf("live record %s: %w", live, err)
 	}
 	return rs, nil
+}
+
+// quietBuckets is how many buckets of width begin before off: those of
+// an engine that came back at off that hold nothing of it.
+func quietBuckets(off, width time.Duration) uint32 {
+	if off <= 0 || width <= 0 {
+		return 0
+	}
+	return uint32((off + width - 1) / width)
+}
+
+// resumeSegments gives c, a call a resuming driver follows again, the
+// engines of its node that came back as the manifest names them: the last
+// is followed again (Attach), those before it are gone, and their counts
+// are the manifest's.
+func resumeSegments(c *call, rejoins []record.ManifestRejoin) {
+	for _, rj := range rejoins {
+		seg := &call{ex: c.ex, backend: c.backend, addr: rj.Addr, id: rj.ExecutionID, parent: c, startAt: c.startAt,
+			offset: time.Duration(rj.OffsetMs) * time.Millisecond, before: rj.Before, gap: rj.Gap,
+			joined: true, resumed: true, started: true, backendName: c.backendName}
+		seg.tl.quietBefore = seg.offset
+		c.segs = append(c.segs, seg)
+	}
+	if n := len(c.segs); n > 0 {
+		c.seg, c.started = c.segs[n-1], true
+		c.lostErr = fmt.Errorf("its engine was lost, and an engine of its node came back at %s", c.seg.addr)
+	}
 }
 
 // finished says whether the driver before this one finished every
