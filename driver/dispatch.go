@@ -140,6 +140,9 @@ type call struct {
 	before          record.Counted
 	gap             record.Gap
 	joined, resumed bool
+	// bucketsBefore and samplesBefore count the live record's lines of
+	// the engines before this segment (0 on the call itself).
+	bucketsBefore, samplesBefore uint32
 	// rejoinAt is the driver's next look for the node's engine, and
 	// rejoinEnd the due time of the schedule's last request, after which
 	// nothing is left to take up; probing is set while a look is out.

@@ -138,11 +138,22 @@ type timeline struct {
 	// (the counts of the engines before are there), so they are summed
 	// but not written to the live record.
 	quietBefore time.Duration
+	// lines and samples count the bucket and sample lines this timeline
+	// wrote to the live record (for a resumed call, with those it held):
+	// where the lines of an engine that comes back after it begin.
+	lines, samples uint32
 }
 
 // quiet says whether bucket i begins before quietBefore. t.mu is held.
 func (t *timeline) quiet(i uint32) bool {
 	return t.series.Width > 0 && time.Duration(i)*t.series.Width < t.quietBefore
+}
+
+// written is how many bucket and sample lines the timeline wrote.
+func (t *timeline) written() (lines, samples uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lines, t.samples
 }
 
 // width is the width of the timeline's buckets; 0 before its Started.
@@ -188,11 +199,13 @@ func (t *timeline) progress(p *enginev1.Progress) []record.LiveEntry {
 	for _, b := range p.GetBuckets() {
 		if !t.quiet(b.GetIndex()) {
 			lines = append(lines, record.BucketEntry(t.series, bucketLine(t.series, b)))
+			t.lines++
 		}
 		t.take(b)
 	}
 	for _, s := range p.GetFailureSamples() {
 		lines = append(lines, record.SampleEntry(t.series, s.GetDueNs(), s.GetOutcomeNs(), sampleLine(t.series, s)))
+		t.samples++
 	}
 	return lines
 }
@@ -214,6 +227,7 @@ func (t *timeline) adopt(from *timeline) {
 	defer t.mu.Unlock()
 	t.started, t.series, t.next = from.started, from.series, from.next
 	t.counters, t.unsent, t.ahead = from.counters, from.unsent, from.ahead
+	t.lines, t.samples = from.lines, from.samples
 }
 
 // take adds b to the prefix, or keeps it until the prefix reaches it.

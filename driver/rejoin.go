@@ -126,10 +126,14 @@ func (r *runner) probe(c *call, events chan<- event, out *stageOutcome) {
 	if n > 1 {
 		prev = c.segs[n-2]
 	}
+	// Its stream has ended: what it wrote to the live record is all it
+	// will write.
+	lines, samples := prev.tl.written()
+	lines, samples = lines+prev.bucketsBefore, samples+prev.samplesBefore
 	out.rejoins.Add(1)
 	go func() {
 		defer out.rejoins.Done()
-		seg, stream, final, err := r.tryRejoin(c, prev, n)
+		seg, stream, final, err := r.tryRejoin(c, prev, n, lines, samples)
 		if seg == nil {
 			events <- event{c: c, kind: evMissed, err: err, final: final}
 			return
@@ -141,13 +145,14 @@ func (r *runner) probe(c *call, events chan<- event, out *stageOutcome) {
 // tryRejoin dials every address where c's node may be now and starts the
 // rest of the schedule, as c's n-th segment, on the first engine that
 // gives c's node name and does not hold the execution of prev, the engine
-// lost last. An engine that holds it never left (only its stream broke):
+// lost last. lines and samples count the live record's lines of the
+// engines before it. An engine that holds it never left (only its stream broke):
 // final says so, and the call is lost as before; it is never given the
 // schedule twice. The segment is in the run manifest before its engine
 // hears of it, with what prev counted and the gap. A fresh connection is
 // made for each look: the one to the lost engine may be waiting out
 // gRPC's reconnect backoff.
-func (r *runner) tryRejoin(c, prev *call, n int) (*call, grpc.ServerStreamingClient[enginev1.ExecuteEvent], bool, error) {
+func (r *runner) tryRejoin(c, prev *call, n int, lines, samples uint32) (*call, grpc.ServerStreamingClient[enginev1.ExecuteEvent], bool, error) {
 	for _, addr := range r.rejoinCandidates(c) {
 		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(r.opts.engineCreds()))
 		if err != nil {
@@ -167,7 +172,9 @@ func (r *runner) tryRejoin(c, prev *call, n int) (*call, grpc.ServerStreamingCli
 		seg.tl.quietBefore = offset
 		seg.before, seg.gap = segmentGap(c, prev, offset)
 		seg.gap.Backend = addr
-		rj := record.ManifestRejoin{Addr: addr, ExecutionID: seg.id, OffsetMs: offset.Milliseconds(), Before: seg.before, Gap: seg.gap}
+		seg.bucketsBefore, seg.samplesBefore = lines, samples
+		rj := record.ManifestRejoin{Addr: addr, ExecutionID: seg.id, OffsetMs: offset.Milliseconds(), Before: seg.before, Gap: seg.gap,
+			LiveBucketsBefore: lines, LiveSamplesBefore: samples}
 		if err := r.manifest.rejoined(c.id, rj); err != nil {
 			r.log.Error("run manifest not written: a driver that dies now cannot follow the engine that came back", "execution", seg.id, "err", err)
 		}

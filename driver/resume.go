@@ -132,8 +132,11 @@ type resumed struct {
 // backend, in the order it was written, which is the order the engine
 // sent it.
 type heldSeries struct {
-	// buckets and samples count the lines: where Attach starts.
-	buckets, samples uint32
+	// buckets and samples are where Attach starts: the lines held, and
+	// for an engine that came back, its empty buckets before its offset,
+	// which it sent first and the live record does not hold. lines
+	// counts the bucket lines.
+	buckets, samples, lines uint32
 	// series is the execution's, from its first bucket line.
 	series record.Series
 	// tl sums the buckets as the call's stream would have (only the
@@ -206,14 +209,24 @@ func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 	// A backend whose engine came back is followed again on the engine
 	// that came back last: only its lines (from its offset on) are
 	// what Attach goes on from.
-	from := map[record.SeriesKey]time.Duration{}
+	from := map[record.SeriesKey]*record.ManifestRejoin{}
 	for _, st := range m.Stages {
 		dispatched[st.Dispatched] = true
 		for _, x := range st.Executions {
 			if n := len(x.Rejoins); n > 0 {
-				from[record.SeriesKey{Label: x.Label, Backend: x.Backend}] = time.Duration(x.Rejoins[n-1].OffsetMs) * time.Millisecond
+				from[record.SeriesKey{Label: x.Label, Backend: x.Backend}] = &x.Rejoins[n-1]
 			}
 		}
+	}
+	// seen counts the lines read of each series, to pass over those of
+	// the engines before the one followed again.
+	type count struct{ buckets, samples uint32 }
+	seen := map[record.SeriesKey]*count{}
+	seenOf := func(k record.SeriesKey) *count {
+		if seen[k] == nil {
+			seen[k] = &count{}
+		}
+		return seen[k]
 	}
 	if stream != "" {
 		src, err := record.ReadStreamFile(stream)
@@ -254,10 +267,15 @@ func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 				return nil // finished: not followed again
 			}
 			k := record.SeriesKey{Label: l.Bucket.Label, Backend: l.Bucket.Backend}
-			off, seg := from[k]
-			q := quietBuckets(off, time.Duration(l.Bucket.WidthMs)*time.Millisecond)
-			if l.Bucket.Index < q {
+			rj := from[k]
+			n := seenOf(k)
+			n.buckets++
+			if rj != nil && n.buckets <= rj.LiveBucketsBefore {
 				return nil // an engine's before the one followed again
+			}
+			var q uint32
+			if rj != nil {
+				q = quietBuckets(time.Duration(rj.OffsetMs)*time.Millisecond, time.Duration(l.Bucket.WidthMs)*time.Millisecond)
 			}
 			h := rs.series(k)
 			if h.tl == nil {
@@ -268,15 +286,16 @@ func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 				// before its offset first (they were final at its
 				// start), unwritten: Attach counts them too.
 				h.tl.skip(q)
-				if seg {
-					h.buckets = q
-				}
+				h.buckets = q
 			}
 			h.tl.restore(&enginev1.Bucket{Index: l.Bucket.Index, Counters: l.Bucket.Counters, Unsent: l.Bucket.Unsent})
 			h.buckets++
+			h.lines++
 		case l.Sample != nil:
 			k := record.SeriesKey{Label: l.Sample.Label, Backend: l.Sample.Backend}
-			if off, seg := from[k]; seg && time.Duration(l.Sample.DueOffsetMs)*time.Millisecond < off {
+			n := seenOf(k)
+			n.samples++
+			if from[k] != nil && n.samples <= from[k].LiveSamplesBefore {
 				return nil
 			}
 			rs.series(k).samples++
@@ -306,7 +325,8 @@ func resumeSegments(c *call, rejoins []record.ManifestRejoin) {
 	for _, rj := range rejoins {
 		seg := &call{ex: c.ex, backend: c.backend, addr: rj.Addr, id: rj.ExecutionID, parent: c, startAt: c.startAt,
 			offset: time.Duration(rj.OffsetMs) * time.Millisecond, before: rj.Before, gap: rj.Gap,
-			joined: true, resumed: true, started: true, backendName: c.backendName}
+			joined: true, resumed: true, started: true, backendName: c.backendName,
+			bucketsBefore: rj.LiveBucketsBefore, samplesBefore: rj.LiveSamplesBefore}
 		seg.tl.quietBefore = seg.offset
 		c.segs = append(c.segs, seg)
 	}
@@ -397,6 +417,11 @@ func (r *runner) attach(c *call, events chan<- event) {
 		c.tl.adopt(h.tl)
 		h.tl = nil
 	}
+	// Lines the live record held count as written: an engine that comes
+	// back after this one has its lines after them.
+	c.tl.mu.Lock()
+	c.tl.lines, c.tl.samples = h.lines, h.samples
+	c.tl.mu.Unlock()
 	stream, err := c.client.Attach(c.ctx, req)
 	if err != nil {
 		events <- event{c: c, kind: evError, err: err}

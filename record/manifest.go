@@ -26,7 +26,8 @@ import (
 //	stages[]          {name, dispatched, start_time, executions[]
 //	                  {label, backend, execution_id, rejoins[]}} in
 //	                  dispatch order; rejoins[] {addr, execution_id,
-//	                  offset_ms, before {planned, unsent, counters}, gap}
+//	                  offset_ms, before {planned, unsent, counters}, gap,
+//	                  live_buckets_before, live_samples_before}
 //	                  are the engines of the node that came back, each
 //	                  written before the rest of the schedule was sent to it
 //	finished          the run's report was written: nothing to resume
@@ -117,6 +118,12 @@ type ManifestRejoin struct {
 	// Gap is the time between the two engines: the requests due in it
 	// were not sent.
 	Gap Gap `json:"gap"`
+	// LiveBucketsBefore and LiveSamplesBefore count the bucket and
+	// sample lines of this execution on this backend the live record
+	// holds before this engine's (the engines before it wrote them
+	// first): a resume follows this engine from the lines after them.
+	LiveBucketsBefore uint32 `json:"live_buckets_before"`
+	LiveSamplesBefore uint32 `json:"live_samples_before"`
 }
 
 // Counted is what one engine counted of its part of a schedule.
