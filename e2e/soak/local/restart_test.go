@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,58 @@ func TestIntegrationLocalEngineRestartedTwice(t *testing.T) {
 			}
 			checkGapsNode(t, e.Label, br, share, 2, buckets[record.SeriesKey{Label: e.Label, Backend: br.Backend}])
 		}
+	}
+}
+
+// TestIntegrationLocalRejoinThenDriverKill: node-b's engine restarts 5 s
+// into a 30 s run and rejoins; 16 s in, the driver is killed, and started
+// again with --resume 2 s later. The manifest names the rejoin, so the
+// resumed driver follows node-b's engine that came back by its own
+// execution: one report, node-b graded with its one gap and exact counts,
+// node-a whole, the driver's gap named.
+func TestIntegrationLocalRejoinThenDriverKill(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--duration", "30s", "--fault", "engine-restart:node-b@5s+3s", "--fault", "driver-kill:@16s+2s")
+	if r.code != 1 || r.report == nil {
+		t.Fatalf("exit %d, report %v; want 1 (a node with a gap fails) and one report", r.code, r.report != nil)
+	}
+	if !strings.Contains(r.stderr, "starting the driver again with --resume") {
+		t.Errorf("the harness did not start the driver again")
+	}
+	if len(r.report.DriverGaps) != 1 || !regexp.MustCompile(`(?m)^DRIVER  gap from=\S+ to=\S+  -- the driver stopped without detaching \(killed\)$`).MatchString(r.stdout) {
+		t.Errorf("report driver_gaps %+v, or no DRIVER line: want the one gap named", r.report.DriverGaps)
+	}
+	lines := regexp.MustCompile(`(?m)^GAP node-b .*$`).FindAllString(r.stdout, -1)
+	if len(lines) != 1 {
+		t.Fatalf("GAP lines for node-b %q, want one", lines)
+	}
+	t.Logf("%s", lines[0])
+	if !regexp.MustCompile(`VERDICT FAIL targets=8 passed=0 failed=8 not_run=0 backends=2 lost_backends=0`).MatchString(r.stdout) {
+		t.Errorf("the verdict does not fail every target with no lost backend")
+	}
+	seen := map[string]bool{}
+	buckets := liveBuckets(t, r)
+	for _, e := range r.report.Executions {
+		if seen[e.Label] {
+			t.Errorf("%s twice in the report", e.Label)
+		}
+		seen[e.Label] = true
+		share := planned30[e.Label[len("mesh/"):]] / 30
+		for _, br := range e.Results {
+			if err := br.Conserves(); err != nil {
+				t.Errorf("%s on %s: %v", e.Label, br.BackendName, err)
+			}
+			if br.BackendName == "node-a" {
+				if br.Counters[record.HTTP2xx] != share*30 || len(br.GapUnsent) != 0 || br.Partial {
+					t.Errorf("%s on node-a: %d 2xx, gaps %v; want %d, none", e.Label, br.Counters[record.HTTP2xx], br.GapUnsent, share*30)
+				}
+				continue
+			}
+			checkGapsNode(t, e.Label, br, share, 1, buckets[record.SeriesKey{Label: e.Label, Backend: br.Backend}])
+		}
+	}
+	if len(seen) != 8 {
+		t.Errorf("the report holds %d targets, want 8", len(seen))
 	}
 }
 
