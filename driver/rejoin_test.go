@@ -51,18 +51,24 @@ func rejoinRequest() *enginev1.ExecuteRequest {
 	return &enginev1.ExecuteRequest{Rate: 15, Workers: 2, Duration: durationpb.New(30 * time.Second)}
 }
 
+// rejoinCall is node-b's call of rejoinRequest at 127.0.0.12:8443, its
+// timeline started on 1 s buckets at 10:00:00.
+func rejoinCall() *call {
+	start := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	ex := &execRun{label: "soak/svc-1", requests: map[string]*enginev1.ExecuteRequest{"127.0.0.12:8443": rejoinRequest()},
+		planned: map[string]uint64{"127.0.0.12:8443": 900}}
+	c := &call{ex: ex, backend: "127.0.0.12:8443", backendName: "node-b", startAt: start, state: answered}
+	c.tl.start(record.Series{Label: ex.label, Backend: c.backend, BackendName: "node-b", Start: start, Width: time.Second})
+	return c
+}
+
 // The node's one result after a rejoin: what the lost engine counted
 // (buckets 0..k-1), the gap from the end of those buckets to the offset,
 // and what the engine that came back counted; planned is the whole
 // share, and the law holds with the gap's count in it.
 func TestRejoinedResult(t *testing.T) {
-	start := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	req := rejoinRequest()
-	ex := &execRun{label: "soak/svc-1", requests: map[string]*enginev1.ExecuteRequest{"127.0.0.12:8443": req},
-		planned: map[string]uint64{"127.0.0.12:8443": 900}}
-	c := &call{ex: ex, backend: "127.0.0.12:8443", backendName: "node-b", startAt: start, state: answered}
-	series := record.Series{Label: ex.label, Backend: c.backend, BackendName: "node-b", Start: start, Width: time.Second}
-	c.tl.start(series)
+	c := rejoinCall()
+	series := c.tl.series
 	// The lost engine sent buckets 0..7 whole, and 9 (8 was in flight
 	// when it died): the prefix ends at 8 s.
 	for _, i := range []uint32{0, 1, 2, 3, 4, 5, 6, 7, 9} {
@@ -127,13 +133,7 @@ func rejoinAt(c, prev *call, addr string, offset time.Duration) *call {
 // both gaps in it; an engine stopped (its Result cancelled) in the middle
 // counts what was due before it stopped.
 func TestRejoinedTwice(t *testing.T) {
-	start := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	req := rejoinRequest()
-	ex := &execRun{label: "soak/svc-1", requests: map[string]*enginev1.ExecuteRequest{"127.0.0.12:8443": req},
-		planned: map[string]uint64{"127.0.0.12:8443": 900}}
-	c := &call{ex: ex, backend: "127.0.0.12:8443", backendName: "node-b", startAt: start, state: answered}
-	series := record.Series{Label: ex.label, Backend: c.backend, BackendName: "node-b", Start: start, Width: time.Second}
-	c.tl.start(series)
+	c := rejoinCall()
 	// The first engine counted 0..5 s, and was killed.
 	for i := uint32(0); i < 6; i++ {
 		c.tl.take(&enginev1.Bucket{Index: i, Counters: map[string]uint64{record.HTTP2xx: 30}})
