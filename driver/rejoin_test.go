@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -311,5 +312,68 @@ func TestIntegrationEngineStoppedRejoins(t *testing.T) {
 		if _, bad := backendErrorOf(e, addr); bad || e.Pass {
 			t.Errorf("%s: node-b has a backend error, or the execution passed", label)
 		}
+	}
+}
+
+// A resume after a rejoin reads the live record for the engine that came
+// back last: it passes over as many lines as the rejoin says the engines
+// before it wrote (a stopped engine's buckets past its stop share indexes
+// with the new engine's), starts the prefix at the new engine's offset,
+// and asks Attach for the buckets after its empty ones and its lines.
+func TestLoadResumedAfterRejoin(t *testing.T) {
+	dir := t.TempDir()
+	live := filepath.Join(dir, "live.jsonl")
+	start := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	s := record.Series{Label: "mesh/svc-1", Backend: "127.0.0.1:9", BackendName: "node-b", Start: start, Width: time.Second}
+	bucket := func(i uint32, ok, unsent uint64) record.LiveEntry {
+		l := s.Bucket(i)
+		l.Counters, l.Unsent = map[string]uint64{record.HTTP2xx: ok}, unsent
+		return record.BucketEntry(s, l)
+	}
+	sample := func(due time.Duration) record.LiveEntry {
+		return record.SampleEntry(s, int64(due), int64(due+time.Millisecond), s.Sample(int64(due), int64(due+time.Millisecond)))
+	}
+	w, err := record.OpenLive(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first engine: 0..3 answered, one failure sample, then stopped:
+	// 4..9 unsent. The engine that came back at 6 s: 6..7 answered, one
+	// sample.
+	entries := []record.LiveEntry{record.HeadEntry(record.HeadLine{RunID: "r1"})}
+	for i := uint32(0); i < 10; i++ {
+		if i < 4 {
+			entries = append(entries, bucket(i, 10, 0))
+		} else {
+			entries = append(entries, bucket(i, 0, 10))
+		}
+	}
+	entries = append(entries, sample(1500*time.Millisecond), bucket(6, 10, 0), bucket(7, 10, 0), sample(6500*time.Millisecond))
+	if err := w.Append(entries...); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m := &record.Manifest{RunID: "r1", Stages: []record.ManifestStage{{Name: "mesh", Dispatched: "2026-03-02T09:59:59.500Z", StartTime: "2026-03-02T10:00:00.000Z",
+		Executions: []record.ManifestExecution{{Label: s.Label, Backend: s.Backend, ExecutionID: "r1/mesh/svc-1@127.0.0.1:9",
+			Rejoins: []record.ManifestRejoin{{Addr: s.Backend, ExecutionID: "r1/mesh/svc-1@127.0.0.1:9~rejoin1", OffsetMs: 6000,
+				LiveBucketsBefore: 10, LiveSamplesBefore: 1}}}}}}}
+	rs, err := loadResumed(m, "", live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rs.held[record.SeriesKey{Label: s.Label, Backend: s.Backend}]
+	if h == nil || h.tl == nil {
+		t.Fatal("nothing held of the engine that came back")
+	}
+	// Attach from bucket 8: its 6 empty buckets before 6 s, then 6 and 7.
+	if h.buckets != 8 || h.samples != 1 || h.lines != 2 || h.series.BackendName != "node-b" {
+		t.Errorf("held: from bucket %d, sample %d, %d lines, node %q; want 8, 1, 2, node-b", h.buckets, h.samples, h.lines, h.series.BackendName)
+	}
+	c := &call{ex: &execRun{label: s.Label, requests: map[string]*enginev1.ExecuteRequest{s.Backend: rejoinRequest()}}, backend: s.Backend, offset: 6 * time.Second}
+	c.tl.adopt(h.tl)
+	if br, ok := c.tl.partial(c); !ok || c.tl.until() != 8*time.Second || br.Counters[record.HTTP2xx] != 20 || br.Unsent != 0 {
+		t.Errorf("the engine that came back's prefix: until %v, %+v; want 8s, 20 2xx, no unsent", c.tl.until(), br)
 	}
 }

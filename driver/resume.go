@@ -126,6 +126,9 @@ type resumed struct {
 	held map[record.SeriesKey]*heldSeries
 	// sawHead says the live record holds the run's head line.
 	sawHead bool
+	// rejoined is the last rejoin of each execution and backend whose
+	// engine came back, from the manifest.
+	rejoined map[record.SeriesKey]*record.ManifestRejoin
 }
 
 // heldSeries is what the live record holds of one execution on one
@@ -137,6 +140,9 @@ type heldSeries struct {
 	// which it sent first and the live record does not hold. lines
 	// counts the bucket lines.
 	buckets, samples, lines uint32
+	// seenBuckets and seenSamples count every line of the series read,
+	// those of engines before the one followed again too.
+	seenBuckets, seenSamples uint32
 	// series is the execution's, from its first bucket line.
 	series record.Series
 	// tl sums the buckets as the call's stream would have (only the
@@ -204,29 +210,16 @@ func (r *runner) stageOf(name string) (*stageResume, error) {
 // executions of this run (those whose start is one of the manifest's
 // dispatches) and the live record's lines after this run's head.
 func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
-	rs := &resumed{done: map[string]record.Execution{}, held: map[record.SeriesKey]*heldSeries{}}
+	rs := &resumed{done: map[string]record.Execution{}, held: map[record.SeriesKey]*heldSeries{},
+		rejoined: map[record.SeriesKey]*record.ManifestRejoin{}}
 	dispatched := map[string]bool{}
-	// A backend whose engine came back is followed again on the engine
-	// that came back last: only its lines (from its offset on) are
-	// what Attach goes on from.
-	from := map[record.SeriesKey]*record.ManifestRejoin{}
 	for _, st := range m.Stages {
 		dispatched[st.Dispatched] = true
 		for _, x := range st.Executions {
 			if n := len(x.Rejoins); n > 0 {
-				from[record.SeriesKey{Label: x.Label, Backend: x.Backend}] = &x.Rejoins[n-1]
+				rs.rejoined[record.SeriesKey{Label: x.Label, Backend: x.Backend}] = &x.Rejoins[n-1]
 			}
 		}
-	}
-	// seen counts the lines read of each series, to pass over those of
-	// the engines before the one followed again.
-	type count struct{ buckets, samples uint32 }
-	seen := map[record.SeriesKey]*count{}
-	seenOf := func(k record.SeriesKey) *count {
-		if seen[k] == nil {
-			seen[k] = &count{}
-		}
-		return seen[k]
 	}
 	if stream != "" {
 		src, err := record.ReadStreamFile(stream)
@@ -263,42 +256,15 @@ func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 			rs.sawHead = rs.sawHead || ours
 		case !ours:
 		case l.Bucket != nil:
-			if _, ok := rs.done[l.Bucket.Label]; ok {
-				return nil // finished: not followed again
+			if _, ok := rs.done[l.Bucket.Label]; !ok { // a finished one is not followed again
+				rs.takeBucket(l.Bucket)
 			}
-			k := record.SeriesKey{Label: l.Bucket.Label, Backend: l.Bucket.Backend}
-			rj := from[k]
-			n := seenOf(k)
-			n.buckets++
-			if rj != nil && n.buckets <= rj.LiveBucketsBefore {
-				return nil // an engine's before the one followed again
-			}
-			var q uint32
-			if rj != nil {
-				q = quietBuckets(time.Duration(rj.OffsetMs)*time.Millisecond, time.Duration(l.Bucket.WidthMs)*time.Millisecond)
-			}
-			h := rs.series(k)
-			if h.tl == nil {
-				h.series = seriesOfLine(l.Bucket)
-				h.tl = &timeline{}
-				h.tl.start(h.series)
-				// The engine that came back sent its empty buckets
-				// before its offset first (they were final at its
-				// start), unwritten: Attach counts them too.
-				h.tl.skip(q)
-				h.buckets = q
-			}
-			h.tl.restore(&enginev1.Bucket{Index: l.Bucket.Index, Counters: l.Bucket.Counters, Unsent: l.Bucket.Unsent})
-			h.buckets++
-			h.lines++
 		case l.Sample != nil:
 			k := record.SeriesKey{Label: l.Sample.Label, Backend: l.Sample.Backend}
-			n := seenOf(k)
-			n.samples++
-			if from[k] != nil && n.samples <= from[k].LiveSamplesBefore {
-				return nil
+			h := rs.series(k)
+			if h.seenSamples++; rs.rejoined[k] == nil || h.seenSamples > rs.rejoined[k].LiveSamplesBefore {
+				h.samples++
 			}
-			rs.series(k).samples++
 		}
 		return nil
 	})
@@ -306,6 +272,39 @@ func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 		return nil, fmt.Errorf("live record %s: %w", live, err)
 	}
 	return rs, nil
+}
+
+// takeBucket takes a bucket line of the live record into its series. Of
+// a backend whose engine came back, only the lines of the engine that
+// came back last count (those of the engines before it come first, as
+// many as its rejoin says): it is the one followed again.
+func (rs *resumed) takeBucket(b *record.BucketLine) {
+	k := record.SeriesKey{Label: b.Label, Backend: b.Backend}
+	h := rs.series(k)
+	rj := rs.rejoined[k]
+	if h.series.BackendName == "" {
+		// The node's name, whichever engine's line gives it.
+		h.series.BackendName = b.BackendName
+	}
+	if h.seenBuckets++; rj != nil && h.seenBuckets <= rj.LiveBucketsBefore {
+		return
+	}
+	if h.tl == nil {
+		h.series = seriesOfLine(b)
+		h.tl = &timeline{}
+		h.tl.start(h.series)
+		if rj != nil {
+			// The engine that came back sent its empty buckets before
+			// its offset first (they were final at its start),
+			// unwritten: Attach counts them too.
+			q := quietBuckets(time.Duration(rj.OffsetMs)*time.Millisecond, time.Duration(b.WidthMs)*time.Millisecond)
+			h.tl.skip(q)
+			h.buckets = q
+		}
+	}
+	h.tl.restore(&enginev1.Bucket{Index: b.Index, Counters: b.Counters, Unsent: b.Unsent})
+	h.buckets++
+	h.lines++
 }
 
 // quietBuckets is how many buckets of width begin before off: those of
