@@ -173,6 +173,14 @@ func (s *Scenario) request(t Target, stageName string, ex Execution, workerRate 
 	if s.RequestTimeout > 0 {
 		req.RequestTimeout = durationpb.New(s.RequestTimeout)
 	}
+	if t := s.TCP; t != nil {
+		echo := t.ExpectEcho
+		req.Tcp = &enginev1.TCP{Connections: t.Connections, MaxInflightPerConnection: t.MaxInflightPerConnection,
+			ExpectEcho: &echo, DrainDuration: durationpb.New(t.DrainDuration)}
+	}
+	if u := s.UDP; u != nil {
+		req.Udp = &enginev1.UDP{MaxInflight: u.MaxInflight, Timeout: durationpb.New(u.Timeout)}
+	}
 	if s.MaxLateness > 0 {
 		req.MaxLateness = durationpb.New(s.MaxLateness)
 	}

@@ -195,8 +195,6 @@ var unsupported = map[string]string{
 	"distributor":            "pools are services or dns; there is no distributor",
 	"grpc":                   "the engine sends HTTP/1.1 requests only",
 	"websocket":              "the engine sends HTTP/1.1 requests only",
-	"tcp":                    "the engine sends HTTP/1.1 requests only",
-	"udp":                    "the engine sends HTTP/1.1 requests only",
 	"max_concurrent_streams": "the engine speaks HTTP/1.1, which has no streams",
 	"sinks":                  "only a statsd sink exists: set address",
 }
@@ -495,6 +493,8 @@ type rawScenario struct {
 	tls                                               val[*rawTLS]
 	stats                                             val[*rawStats]
 	executor                                          rawExecutor
+	tcp                                               val[*rawTCP]
+	udp                                               val[*rawUDP]
 }
 
 type rawTarget struct {
@@ -607,7 +607,7 @@ var scenarioKeys = []string{
 	"name", "pool", "target", "targets", "method", "headers", "body", "body_file",
 	"protocol", "connections", "concurrency", "max_pending_requests", "timeout",
 	"request_timeout", "max_lateness",
-	"tls", "stats", "executor", "thresholds",
+	"tls", "stats", "executor", "thresholds", "tcp", "udp",
 }
 
 func (d *decoder) scenario(n *yaml.Node, path string) *rawScenario {
@@ -664,6 +664,10 @@ func (d *decoder) scenario(n *yaml.Node, path string) *rawScenario {
 			s.executor = d.executor(v, p)
 		case "thresholds":
 			s.thresholds = d.strs(v, p)
+		case "tcp":
+			s.tcp = d.tcpBlock(v, p)
+		case "udp":
+			s.udp = d.udpBlock(v, p)
 		default:
 			d.unknown(f, path, scenarioKeys)
 		}

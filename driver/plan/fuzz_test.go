@@ -36,6 +36,8 @@ func FuzzParse(f *testing.F) {
 		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", connections: 0x7fffffffffffffff, executor: {type: constant-rate, rate: 010, duration: 2562048h}}]",
 		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", max_pending_requests: -1_0.0, executor: {type: constant-rate, rate: 1e400, duration: 1ns}}]",
 		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", executor: {type: staircase, stages: [{rate: 10.0, duration: .5s}, {rate: +.5e1, duration: 1.s}]}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\ndefaults: {tcp: {connections: 2}, udp: {timeout: 1s}}\nscenarios: [{name: s, pool: p, target: \"tcps://[::1]:1\", tcp: {expect_echo: false, drain_duration: 0s}, executor: {type: constant-rate, rate: 1, duration: 1s}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, targets: [{name: a, url: \"udp://x:0\"}, {name: b, url: \"tcp://x:65536/\"}], body: \"\", udp: {max_inflight: 4294967296}, executor: {type: constant-rate, rate: 2, duration: 1s}}]",
 	} {
 		f.Add([]byte(s))
 	}

@@ -255,6 +255,8 @@ func merge(s, defaults *rawScenario) *rawScenario {
 	fill(&m.tls, defaults.tls)
 	fill(&m.stats, defaults.stats)
 	fill(&m.thresholds, defaults.thresholds)
+	fill(&m.tcp, defaults.tcp)
+	fill(&m.udp, defaults.udp)
 
 	// The executor fills field by field, but only with the fields its type
 	// uses: a default staircase's stages do not leak into a constant-rate
@@ -485,6 +487,12 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 		}
 	}
 
+	// tcp and udp: the targets' scheme decides, after every HTTP default
+	// is set, so that it can clear them.
+	if !b.transport(rs, &s, isDefaults) {
+		bad()
+	}
+
 	// executor
 	if !b.executor(rs, &s, ctx, isDefaults) {
 		notSplittable()
@@ -631,14 +639,21 @@ func (b *builder) targets(rs *rawScenario, s *Scenario, isDefaults bool) bool {
 	}
 }
 
-// checkURL accepts an absolute http or https URL with a host.
+// checkURL accepts an absolute http or https URL with a host, or a tcp,
+// tcps or udp one with a host and a port.
 func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
 		return fmt.Errorf("%q is not a URL: %w", s, errors.Unwrap(err))
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("url %q must be http:// or https://", s)
+	switch u.Scheme {
+	case "http", "https":
+	case "tcp", "tcps", "udp":
+		if err := checkStreamURL(u, s); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("url %q must be http://, https://, tcp://, tcps:// or udp://", s)
 	}
 	if u.Opaque != "" || u.Hostname() == "" {
 		return fmt.Errorf("url %q has no host", s)

@@ -345,7 +345,16 @@ type ExecuteRequest struct {
 	// than this far behind its schedule (an engine that was frozen or
 	// starved) is not sent but counted in benchmark.late_dropped. 0 means
 	// none: every request is sent, however late.
-	MaxLateness   *durationpb.Duration `protobuf:"bytes,24,opt,name=max_lateness,json=maxLateness,proto3" json:"max_lateness,omitempty"`
+	MaxLateness *durationpb.Duration `protobuf:"bytes,24,opt,name=max_lateness,json=maxLateness,proto3" json:"max_lateness,omitempty"`
+	// Raw TCP echo load, selected by a tcp:// or tcps:// url (tcps: TLS with
+	// the tls field's settings); method, headers, connections and
+	// max_pending_requests do not apply. Unset with such a url: every
+	// default.
+	Tcp *TCP `protobuf:"bytes,40,opt,name=tcp,proto3" json:"tcp,omitempty"`
+	// UDP echo load, selected by a udp:// url; method, headers, connections
+	// and max_pending_requests do not apply. Unset with such a url: every
+	// default.
+	Udp           *UDP `protobuf:"bytes,41,opt,name=udp,proto3" json:"udp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +557,164 @@ func (x *ExecuteRequest) GetMaxLateness() *durationpb.Duration {
 	return nil
 }
 
+func (x *ExecuteRequest) GetTcp() *TCP {
+	if x != nil {
+		return x.Tcp
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetUdp() *UDP {
+	if x != nil {
+		return x.Udp
+	}
+	return nil
+}
+
+// TCP tunes a tcp:// or tcps:// execution. Each worker opens its
+// connections before its first message is due and writes the body, as is,
+// on them round-robin at its share of the rate; with expect_echo it times
+// each message against its echo, matched in order on its connection
+// (benchmark_tcp.message_latency, from the message's due time). Counters:
+// benchmark.tcp_*.
+type TCP struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Connections per worker; 0 means 1.
+	Connections uint32 `protobuf:"varint,1,opt,name=connections,proto3" json:"connections,omitempty"`
+	// Unanswered messages a connection may hold; a message due on a
+	// connection at this limit is not sent but counted in
+	// benchmark.tcp_deferred. 0 means 256.
+	MaxInflightPerConnection uint32 `protobuf:"varint,2,opt,name=max_inflight_per_connection,json=maxInflightPerConnection,proto3" json:"max_inflight_per_connection,omitempty"`
+	// Whether the peer echoes every message. Unset means true; false for a
+	// sink: a message is then done once written.
+	ExpectEcho *bool `protobuf:"varint,3,opt,name=expect_echo,json=expectEcho,proto3,oneof" json:"expect_echo,omitempty"`
+	// How long the worker waits for outstanding echoes once its last
+	// message was due; what is still unanswered then is counted in
+	// benchmark.tcp_drain_incomplete. 0 means 500 ms.
+	DrainDuration *durationpb.Duration `protobuf:"bytes,4,opt,name=drain_duration,json=drainDuration,proto3" json:"drain_duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TCP) Reset() {
+	*x = TCP{}
+	mi := &file_engine_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TCP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TCP) ProtoMessage() {}
+
+func (x *TCP) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TCP.ProtoReflect.Descriptor instead.
+func (*TCP) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TCP) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *TCP) GetMaxInflightPerConnection() uint32 {
+	if x != nil {
+		return x.MaxInflightPerConnection
+	}
+	return 0
+}
+
+func (x *TCP) GetExpectEcho() bool {
+	if x != nil && x.ExpectEcho != nil {
+		return *x.ExpectEcho
+	}
+	return false
+}
+
+func (x *TCP) GetDrainDuration() *durationpb.Duration {
+	if x != nil {
+		return x.DrainDuration
+	}
+	return nil
+}
+
+// UDP tunes a udp:// execution. Each worker sends the body as one datagram
+// per message, prefixed with its 16 hex digit sequence number, on one
+// socket, and times it against the datagram that comes back with that
+// number (benchmark_udp.message_latency, from the message's due time).
+// Counters: benchmark.udp_*.
+type UDP struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unanswered datagrams a worker may hold; a message due at this limit is
+	// not sent but counted in benchmark.udp_deferred. 0 means 256.
+	MaxInflight uint32 `protobuf:"varint,1,opt,name=max_inflight,json=maxInflight,proto3" json:"max_inflight,omitempty"`
+	// How long a datagram may go unanswered before it is counted in
+	// benchmark.udp_lost. 0 means 1 s.
+	Timeout       *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UDP) Reset() {
+	*x = UDP{}
+	mi := &file_engine_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UDP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UDP) ProtoMessage() {}
+
+func (x *UDP) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UDP.ProtoReflect.Descriptor instead.
+func (*UDP) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UDP) GetMaxInflight() uint32 {
+	if x != nil {
+		return x.MaxInflight
+	}
+	return 0
+}
+
+func (x *UDP) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
 // AttachRequest names an execution to follow again, and what of its
 // timeline the driver already holds.
 type AttachRequest struct {
@@ -574,7 +741,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_engine_proto_msgTypes[4]
+	mi := &file_engine_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +753,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[4]
+	mi := &file_engine_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +766,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{4}
+	return file_engine_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AttachRequest) GetExecutionId() string {
@@ -652,7 +819,7 @@ type ExecuteEvent struct {
 
 func (x *ExecuteEvent) Reset() {
 	*x = ExecuteEvent{}
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +831,7 @@ func (x *ExecuteEvent) String() string {
 func (*ExecuteEvent) ProtoMessage() {}
 
 func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +844,7 @@ func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteEvent.ProtoReflect.Descriptor instead.
 func (*ExecuteEvent) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{5}
+	return file_engine_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecuteEvent) GetEvent() isExecuteEvent_Event {
@@ -759,7 +926,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +938,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +951,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{6}
+	return file_engine_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Started) GetExecutionId() string {
@@ -860,7 +1027,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1039,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1052,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{7}
+	return file_engine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Progress) GetElapsed() *durationpb.Duration {
@@ -981,7 +1148,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1160,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1173,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{8}
+	return file_engine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Bucket) GetIndex() uint32 {
@@ -1106,7 +1273,7 @@ type FailureSample struct {
 
 func (x *FailureSample) Reset() {
 	*x = FailureSample{}
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1285,7 @@ func (x *FailureSample) String() string {
 func (*FailureSample) ProtoMessage() {}
 
 func (x *FailureSample) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1298,7 @@ func (x *FailureSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailureSample.ProtoReflect.Descriptor instead.
 func (*FailureSample) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{9}
+	return file_engine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FailureSample) GetBucket() uint32 {
@@ -1233,7 +1400,7 @@ type Statistic struct {
 
 func (x *Statistic) Reset() {
 	*x = Statistic{}
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1412,7 @@ func (x *Statistic) String() string {
 func (*Statistic) ProtoMessage() {}
 
 func (x *Statistic) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1425,7 @@ func (x *Statistic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Statistic.ProtoReflect.Descriptor instead.
 func (*Statistic) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{10}
+	return file_engine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Statistic) GetId() string {
@@ -1365,7 +1532,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1544,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1557,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{11}
+	return file_engine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Result) GetExecutionId() string {
@@ -1465,7 +1632,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1644,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1657,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{12}
+	return file_engine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelRequest) GetExecutionId() string {
@@ -1510,7 +1677,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1689,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1702,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{13}
+	return file_engine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelResponse) GetFound() bool {
@@ -1553,7 +1720,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1732,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1745,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{14}
+	return file_engine_proto_rawDescGZIP(), []int{16}
 }
 
 // InfoResponse describes the engine: what it is, what it runs now, and the
@@ -1616,7 +1783,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_engine_proto_msgTypes[15]
+	mi := &file_engine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1795,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[15]
+	mi := &file_engine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1808,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{15}
+	return file_engine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -1749,7 +1916,7 @@ const file_engine_proto_rawDesc = "" +
 	"\bscenario\x18\x03 \x01(\tR\bscenario\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12@\n" +
 	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12\x18\n" +
-	"\abackend\x18\x06 \x01(\tR\abackend\"\x8a\b\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\"\xdc\b\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x10\n" +
@@ -1776,7 +1943,19 @@ const file_engine_proto_rawDesc = "" +
 	"\x06run_id\x18\x15 \x01(\tR\x05runId\x12<\n" +
 	"\fstart_offset\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\vstartOffset\x12B\n" +
 	"\x0frequest_timeout\x18\x17 \x01(\v2\x19.google.protobuf.DurationR\x0erequestTimeout\x12<\n" +
-	"\fmax_lateness\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vmaxLateness\"\xd3\x01\n" +
+	"\fmax_lateness\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vmaxLateness\x12'\n" +
+	"\x03tcp\x18( \x01(\v2\x15.sortie.engine.v1.TCPR\x03tcp\x12'\n" +
+	"\x03udp\x18) \x01(\v2\x15.sortie.engine.v1.UDPR\x03udp\"\xde\x01\n" +
+	"\x03TCP\x12 \n" +
+	"\vconnections\x18\x01 \x01(\rR\vconnections\x12=\n" +
+	"\x1bmax_inflight_per_connection\x18\x02 \x01(\rR\x18maxInflightPerConnection\x12$\n" +
+	"\vexpect_echo\x18\x03 \x01(\bH\x00R\n" +
+	"expectEcho\x88\x01\x01\x12@\n" +
+	"\x0edrain_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rdrainDurationB\x0e\n" +
+	"\f_expect_echo\"]\n" +
+	"\x03UDP\x12!\n" +
+	"\fmax_inflight\x18\x01 \x01(\rR\vmaxInflight\x123\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xd3\x01\n" +
 	"\rAttachRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1f\n" +
@@ -1905,72 +2084,78 @@ func file_engine_proto_rawDescGZIP() []byte {
 	return file_engine_proto_rawDescData
 }
 
-var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_engine_proto_goTypes = []any{
 	(*Header)(nil),                // 0: sortie.engine.v1.Header
 	(*TLS)(nil),                   // 1: sortie.engine.v1.TLS
 	(*Stats)(nil),                 // 2: sortie.engine.v1.Stats
 	(*ExecuteRequest)(nil),        // 3: sortie.engine.v1.ExecuteRequest
-	(*AttachRequest)(nil),         // 4: sortie.engine.v1.AttachRequest
-	(*ExecuteEvent)(nil),          // 5: sortie.engine.v1.ExecuteEvent
-	(*Started)(nil),               // 6: sortie.engine.v1.Started
-	(*Progress)(nil),              // 7: sortie.engine.v1.Progress
-	(*Bucket)(nil),                // 8: sortie.engine.v1.Bucket
-	(*FailureSample)(nil),         // 9: sortie.engine.v1.FailureSample
-	(*Statistic)(nil),             // 10: sortie.engine.v1.Statistic
-	(*Result)(nil),                // 11: sortie.engine.v1.Result
-	(*CancelRequest)(nil),         // 12: sortie.engine.v1.CancelRequest
-	(*CancelResponse)(nil),        // 13: sortie.engine.v1.CancelResponse
-	(*InfoRequest)(nil),           // 14: sortie.engine.v1.InfoRequest
-	(*InfoResponse)(nil),          // 15: sortie.engine.v1.InfoResponse
-	nil,                           // 16: sortie.engine.v1.Progress.CountersEntry
-	nil,                           // 17: sortie.engine.v1.Bucket.CountersEntry
-	nil,                           // 18: sortie.engine.v1.Result.CountersEntry
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*TCP)(nil),                   // 4: sortie.engine.v1.TCP
+	(*UDP)(nil),                   // 5: sortie.engine.v1.UDP
+	(*AttachRequest)(nil),         // 6: sortie.engine.v1.AttachRequest
+	(*ExecuteEvent)(nil),          // 7: sortie.engine.v1.ExecuteEvent
+	(*Started)(nil),               // 8: sortie.engine.v1.Started
+	(*Progress)(nil),              // 9: sortie.engine.v1.Progress
+	(*Bucket)(nil),                // 10: sortie.engine.v1.Bucket
+	(*FailureSample)(nil),         // 11: sortie.engine.v1.FailureSample
+	(*Statistic)(nil),             // 12: sortie.engine.v1.Statistic
+	(*Result)(nil),                // 13: sortie.engine.v1.Result
+	(*CancelRequest)(nil),         // 14: sortie.engine.v1.CancelRequest
+	(*CancelResponse)(nil),        // 15: sortie.engine.v1.CancelResponse
+	(*InfoRequest)(nil),           // 16: sortie.engine.v1.InfoRequest
+	(*InfoResponse)(nil),          // 17: sortie.engine.v1.InfoResponse
+	nil,                           // 18: sortie.engine.v1.Progress.CountersEntry
+	nil,                           // 19: sortie.engine.v1.Bucket.CountersEntry
+	nil,                           // 20: sortie.engine.v1.Result.CountersEntry
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_engine_proto_depIdxs = []int32{
-	19, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
+	21, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
 	0,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
-	19, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
-	19, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
-	20, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
-	19, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	21, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
+	21, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
+	22, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
+	21, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
 	1,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
-	19, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
+	21, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
 	2,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
-	19, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
-	19, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
-	19, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
-	19, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
-	19, // 13: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
-	6,  // 14: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
-	7,  // 15: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
-	11, // 16: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
-	20, // 17: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
-	19, // 18: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
-	19, // 19: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
-	16, // 20: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
-	8,  // 21: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
-	9,  // 22: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
-	17, // 23: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
-	18, // 24: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
-	10, // 25: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
-	20, // 26: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	19, // 27: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	3,  // 28: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
-	12, // 29: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
-	14, // 30: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
-	4,  // 31: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
-	5,  // 32: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
-	13, // 33: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
-	15, // 34: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
-	5,  // 35: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
-	32, // [32:36] is the sub-list for method output_type
-	28, // [28:32] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	21, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
+	21, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
+	21, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
+	21, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
+	4,  // 13: sortie.engine.v1.ExecuteRequest.tcp:type_name -> sortie.engine.v1.TCP
+	5,  // 14: sortie.engine.v1.ExecuteRequest.udp:type_name -> sortie.engine.v1.UDP
+	21, // 15: sortie.engine.v1.TCP.drain_duration:type_name -> google.protobuf.Duration
+	21, // 16: sortie.engine.v1.UDP.timeout:type_name -> google.protobuf.Duration
+	21, // 17: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
+	8,  // 18: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
+	9,  // 19: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
+	13, // 20: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
+	22, // 21: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
+	21, // 22: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
+	21, // 23: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
+	18, // 24: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
+	10, // 25: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
+	11, // 26: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
+	19, // 27: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
+	20, // 28: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
+	12, // 29: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
+	22, // 30: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	21, // 31: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	3,  // 32: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
+	14, // 33: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
+	16, // 34: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
+	6,  // 35: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
+	7,  // 36: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
+	15, // 37: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
+	17, // 38: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
+	7,  // 39: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
+	36, // [36:40] is the sub-list for method output_type
+	32, // [32:36] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_engine_proto_init() }
@@ -1978,7 +2163,8 @@ func file_engine_proto_init() {
 	if File_engine_proto != nil {
 		return
 	}
-	file_engine_proto_msgTypes[5].OneofWrappers = []any{
+	file_engine_proto_msgTypes[4].OneofWrappers = []any{}
+	file_engine_proto_msgTypes[7].OneofWrappers = []any{
 		(*ExecuteEvent_Started)(nil),
 		(*ExecuteEvent_Progress)(nil),
 		(*ExecuteEvent_Result)(nil),
@@ -1989,7 +2175,7 @@ func file_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_proto_rawDesc), len(file_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
