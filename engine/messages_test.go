@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
+	"github.com/sortie-soak/sortie/fixture"
+	"github.com/sortie-soak/sortie/record"
+)
+
+// startEcho runs the fixture's TCP and UDP echo services on loopback with
+// fault set (none when empty).
+func startEcho(t *testing.T, fault string) *fixture.EchoServer {
+	t.Helper()
+	e, err := fixture.StartEcho(fixture.EchoOptions{TCP: "127.0.0.1:0", UDP: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	if fault != "" {
+		if err := e.SetFault(fault); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func tcpReq(id, addr string, workers, conns, inflight uint32) *enginev1.ExecuteRequest {
+	r := req(id, "tcp://"+addr, 100, 500*time.Millisecond)
+	r.Workers = workers
+	r.Body = []byte("ping\n")
+	r.Timeout = durationpb.New(5 * time.Second)
+	r.Tcp = &enginev1.TCP{Connections: conns, MaxInflightPerConnection: inflight, DrainDuration: durationpb.New(200 * time.Millisecond)}
+	r.ProgressInterval = durationpb.New(50 * time.Millisecond)
+	return r
+}
+
+// checkMessages asserts what every TCP or UDP result keeps: the record's
+// conservation (the driver's and the gate's check), the mode's second law,
+// the latency statistic counting exactly the echoes, and a timeline that
+// sums to the result with a sample for every failure of an outcome class.
+func checkMessages(t *testing.T, r run, echo bool) map[string]uint64 {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("Execute: %v", r.err)
+	}
+	res := r.result
+	c := res.GetCounters()
+	br := record.BackendResult{Backend: "engine", Planned: res.GetPlanned(), Unsent: res.GetUnsent(), Counters: c}
+	if res.GetPlanned() == 0 {
+		t.Fatalf("nothing planned: %v", res)
+	}
+	if err := br.Conserves(); err != nil {
+		t.Errorf("conservation: %v; counters %v", err, c)
+	}
+	stats := statsByID(res)
+	if c[record.TCPMessagesSent] > 0 || c[record.TCPDeferred]+c[record.TCPUnavailable] > 0 {
+		// Without an echo a message written is done: nothing else to add.
+		noEcho := !echo
+		fates := c[record.TCPMessagesReceived] + c[record.TCPEchoMismatch] + c[record.TCPInflightLost] + c[record.TCPDrainIncomplete]
+		if !noEcho && fates != c[record.TCPMessagesSent] {
+			t.Errorf("tcp: %d sent, %d received + mismatched + lost + drain incomplete; counters %v", c[record.TCPMessagesSent], fates, c)
+		}
+		if lat := stats[record.TCPMessageLatency]; lat == nil || lat.GetCount() != c[record.TCPMessagesReceived] {
+			t.Errorf("%s = %v, want count %d", record.TCPMessageLatency, lat, c[record.TCPMessagesReceived])
+		}
+	} else {
+		if sent := c[record.UDPDatagramsReceived] + c[record.UDPLost]; sent != c[record.UDPDatagramsSent] {
+			t.Errorf("udp: %d sent, %d received + lost; counters %v", c[record.UDPDatagramsSent], sent, c)
+		}
+		if lat := stats[record.UDPMessageLatency]; lat == nil || lat.GetCount() != c[record.UDPDatagramsReceived] {
+			t.Errorf("%s = %v, want count %d", record.UDPMessageLatency, lat, c[record.UDPDatagramsReceived])
+		}
+	}
+	if _, ok := stats[record.Latency2xx]; ok {
+		t.Errorf("an HTTP statistic in a message mode: %v", stats)
+	}
+	buckets, samples := timelineOf(t, r)
+	if err := record.CheckTimeline(buckets, br); err != nil {
+		t.Errorf("timeline: %v", err)
+	}
+	if err := record.CheckSamples(buckets, samples); err != nil {
+		t.Errorf("samples: %v", err)
+	}
+	var failures uint64
+	for _, k := range record.FailureClasses {
+		failures += c[k]
+	}
+	if uint64(len(samples)) != failures {
+		t.Errorf("%d samples of %d failures", len(samples), failures)
+	}
+	return c
+}
+
+// TestTCPEcho runs TCP echo load against the fixture: every message is
+// sent and echoed, on every connection of every worker.
+func TestTCPEcho(t *testing.T) {
+	t.Parallel()
+	e := startEcho(t, "")
+	te := startEngine(t, Options{})
+	c := checkMessages(t, te.execute(t, tcpReq("tcp-echo", e.TCPAddr(), 2, 3, 16)), true)
+	wantCounters(t, &enginev1.Result{Counters: c}, map[string]uint64{
+		record.TCPMessagesSent: 100, record.TCPMessagesReceived: 100, record.TCPConnectionsOpened: 6,
+	})
+}
+
+// TestTCPFaults classifies the fixture's TCP faults exactly.
+func TestTCPFaults(t *testing.T) {
+	t.Parallel()
+	te := startEngine(t, Options{})
+	// 2 workers × 2 connections × 4 in flight each: what a peer that never
+	// echoes holds; the rest of the 100 messages find no room.
+	held := map[string]uint64{
+		record.TCPMessagesSent: 16, record.TCPDrainIncomplete: 16, record.TCPDeferred: 84, record.TCPConnectionsOpened: 4,
+	}
+	for _, tc := range []struct {
+		fault string
+		want  map[string]uint64
+	}{
+		{"tcp:hang", held},
+		{"tcp:stall", held},
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			t.Parallel()
+			e := startEcho(t, tc.fault)
+			c := checkMessages(t, te.execute(t, tcpReq("tcp-"+tc.fault[4:], e.TCPAddr(), 2, 2, 4)), true)
+			wantCounters(t, &enginev1.Result{Counters: c}, tc.want)
+		})
+	}
+	// A peer that closes or resets each connection on its first message:
+	// each connection's close is counted once, with its messages in flight
+	// lost, and every later message finds the connection unavailable.
+	for _, fault := range []string{"tcp:close", "tcp:reset"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			e := startEcho(t, fault)
+			c := checkMessages(t, te.execute(t, tcpReq("tcp-"+fault[4:], e.TCPAddr(), 2, 2, 4)), true)
+			if c[record.TCPConnectionClosed] != 4 || c[record.TCPInflightLost] < 4 || c[record.TCPMessagesReceived] != 0 ||
+				c[record.TCPInflightLost] != c[record.TCPMessagesSent] || c[record.TCPUnavailable] == 0 {
+				t.Errorf("counters %v: want 4 connections closed, their messages lost, the rest unavailable", c)
+			}
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := lis.Addr().String()
+		lis.Close()
+		c := checkMessages(t, te.execute(t, tcpReq("tcp-refused", addr, 2, 2, 4)), true)
+		wantCounters(t, &enginev1.Result{Counters: c}, map[string]uint64{record.TCPConnectFailures: 4, record.TCPUnavailable: 100})
+	})
+	t.Run("no-echo", func(t *testing.T) {
+		t.Parallel()
+		e := startEcho(t, "tcp:hang")
+		r := tcpReq("tcp-sink", e.TCPAddr(), 2, 2, 4)
+		echo := false
+		r.Tcp.ExpectEcho = &echo
+		c := checkMessages(t, te.execute(t, r), false)
+		wantCounters(t, &enginev1.Result{Counters: c}, map[string]uint64{record.TCPMessagesSent: 100, record.TCPConnectionsOpened: 4})
+	})
+	t.Run("mismatch", func(t *testing.T) {
+		t.Parallel()
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lis.Close() })
+		go func() {
+			for {
+				nc, err := lis.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer nc.Close()
+					buf := make([]byte, 5)
+					for {
+						if _, err := nc.Read(buf); err != nil {
+							return
+						}
+						if _, err := nc.Write([]byte("PONG\n")); err != nil {
+							return
+						}
+					}
+				}()
+			}
+		}()
+		c := checkMessages(t, te.execute(t, tcpReq("tcp-mismatch", lis.Addr().String(), 1, 1, 1)), true)
+		// One connection, one message at a time: the first echo is wrong,
+		// the engine closes the connection, the rest are unavailable.
+		wantCounters(t, &enginev1.Result{Counters: c}, map[string]uint64{
+			record.TCPMessagesSent: 1, record.TCPEchoMismatch: 1, record.TCPUnavailable: 49, record.TCPConnectionsOpened: 1,
+		})
+	})
+}
