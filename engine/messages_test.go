@@ -200,3 +200,67 @@ func TestTCPFaults(t *testing.T) {
 		})
 	})
 }
+
+func udpReq(id, addr string, timeout time.Duration, inflight uint32) *enginev1.ExecuteRequest {
+	r := req(id, "udp://"+addr, 100, 500*time.Millisecond)
+	r.Workers = 2
+	r.Body = []byte("datagram")
+	r.Timeout = durationpb.New(5 * time.Second)
+	r.Udp = &enginev1.UDP{MaxInflight: inflight, Timeout: durationpb.New(timeout)}
+	r.ProgressInterval = durationpb.New(50 * time.Millisecond)
+	return r
+}
+
+// TestUDPEcho runs UDP echo load against the fixture, clean and with each
+// fault the fixture has for UDP, classified exactly.
+func TestUDPEcho(t *testing.T) {
+	t.Parallel()
+	te := startEngine(t, Options{})
+	t.Run("clean", func(t *testing.T) {
+		t.Parallel()
+		e := startEcho(t, "")
+		c := checkMessages(t, te.execute(t, udpReq("udp-echo", e.UDPAddr(), time.Second, 16)), true)
+		wantCounters(t, &enginev1.Result{Counters: c}, map[string]uint64{record.UDPDatagramsSent: 100, record.UDPDatagramsReceived: 100})
+	})
+	t.Run("drop", func(t *testing.T) {
+		t.Parallel()
+		e := startEcho(t, "udp:drop#7")
+		c := checkMessages(t, te.execute(t, udpReq("udp-drop", e.UDPAddr(), 200*time.Millisecond, 16)), true)
+		wantCounters(t, &enginev1.Result{Counters: c}, map[string]uint64{record.UDPDatagramsSent: 100, record.UDPDatagramsReceived: 93, record.UDPLost: 7})
+	})
+	t.Run("deferred", func(t *testing.T) {
+		t.Parallel()
+		// Nothing comes back and each worker may hold 3: every worker's
+		// first 3 are lost when their timeout passes, after 2 s, long after
+		// the last is due; every other datagram finds no room.
+		e := startEcho(t, "udp:drop")
+		c := checkMessages(t, te.execute(t, udpReq("udp-deferred", e.UDPAddr(), 2*time.Second, 3)), true)
+		wantCounters(t, &enginev1.Result{Counters: c}, map[string]uint64{record.UDPDatagramsSent: 6, record.UDPLost: 6, record.UDPDeferred: 94})
+	})
+	t.Run("unexpected", func(t *testing.T) {
+		t.Parallel()
+		// A peer that answers every datagram twice: the second copy
+		// matches nothing outstanding.
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pc.Close() })
+		go func() {
+			buf := make([]byte, 1024)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				_, _ = pc.WriteTo(buf[:n], from)
+				_, _ = pc.WriteTo(buf[:n], from)
+			}
+		}()
+		c := checkMessages(t, te.execute(t, udpReq("udp-twice", pc.LocalAddr().String(), time.Second, 16)), true)
+		// The last copies may come after everything ended: not counted.
+		if c[record.UDPDatagramsReceived] != 100 || c[record.UDPUnexpected] < 90 || c[record.UDPUnexpected] > 100 || c[record.UDPLost] != 0 {
+			t.Errorf("counters %v: want 100 received and up to 100 unexpected", c)
+		}
+	})
+}

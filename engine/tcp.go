@@ -50,8 +50,8 @@ type tcpConn struct {
 	// strayUncounted: bytes no message asked for came while nothing was
 	// in flight (benchmark.connection_protocol_error), counted the same way.
 	strayUncounted bool
-	closeOnce       sync.Once
-	local           atomic.Bool // the engine closed it
+	closeOnce      sync.Once
+	local          atomic.Bool // the engine closed it
 }
 
 func newTCPConns(w *worker) *tcpConns {

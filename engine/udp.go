@@ -205,10 +205,7 @@ func (u *udpSocket) sweep(now time.Time) {
 	// Under mu, so that a send's deadline is never overwritten.
 	_ = u.conn.SetReadDeadline(next)
 	u.mu.Unlock()
-	at := u.w.now()
-	for _, due := range lost {
-		u.w.stats.fate(due, at, cUDPLost, false)
-	}
+	u.lost(lost)
 	if empty {
 		select {
 		case u.quiet <- struct{}{}:
@@ -249,8 +246,18 @@ func (u *udpSocket) drain(abort <-chan struct{}) {
 	left := u.inflight
 	u.inflight = nil
 	u.mu.Unlock()
-	at := u.w.now()
+	dues := make([]int64, 0, len(left))
 	for _, f := range left {
-		u.w.stats.fate(f.due, at, cUDPLost, false)
+		dues = append(dues, f.due)
+	}
+	u.lost(dues)
+}
+
+// lost counts the datagrams due at dues lost, each a failure of its
+// outcome class with its sample.
+func (u *udpSocket) lost(dues []int64) {
+	at := u.w.now()
+	for _, due := range dues {
+		u.w.stats.fail(failSample{due: due, at: at, class: uint8(cUDPLost), reason: noDetail, phase: noDetail})
 	}
 }
