@@ -159,6 +159,25 @@ const (
 	UDPMessageLatency = "benchmark_udp.message_latency"
 )
 
+// Succeeded is how many of a result's requests or messages succeeded, in
+// whichever mode it ran: http_2xx; of a TCP execution the messages sent
+// that were neither mismatched, lost nor left at the drain (with an echo,
+// those echoed; without, those written); of a UDP execution the datagrams
+// echoed. It is what a count floor holds a result to.
+func Succeeded(c map[string]uint64) uint64 {
+	tcp := c[TCPMessagesSent]
+	for _, k := range []string{TCPEchoMismatch, TCPInflightLost, TCPDrainIncomplete} {
+		tcp -= min(tcp, c[k])
+	}
+	return c[HTTP2xx] + tcp + c[UDPDatagramsReceived]
+}
+
+// succeeding are the outcome classes Succeeded reads.
+var succeeding = map[string]bool{HTTP2xx: true, TCPMessagesSent: true, UDPDatagramsReceived: true}
+
+// Succeeding says an outcome class counts successes (see Succeeded).
+func Succeeding(class string) bool { return succeeding[class] }
+
 // Sum adds the outcome classes of a counter map.
 func Sum(c map[string]uint64) uint64 {
 	var n uint64
