@@ -39,10 +39,13 @@ type tcpConns struct {
 type tcpConn struct {
 	t    *tcpConns
 	nc   net.Conn
-	jobs chan int64 // messages to write, at most max_inflight
+	// kick wakes the writer; queued (under mu) is how many messages of
+	// inflight, the last ones, it has not written yet.
+	kick chan struct{}
 
 	mu       sync.Mutex
 	inflight []int64
+	queued   int
 	open     bool
 	// closedUncounted: the peer closed it while nothing was in flight;
 	// tcp_connection_closed is counted when the pacer next picks it.
@@ -66,7 +69,7 @@ func (t *tcpConns) open(first int64) {
 	var wg sync.WaitGroup
 	var opened, failed atomic.Uint32
 	for i := range t.conns {
-		c := &tcpConn{t: t, jobs: make(chan int64, s.tcp.maxInflight)}
+		c := &tcpConn{t: t, kick: make(chan struct{}, 1)}
 		t.conns[i] = c
 		wg.Add(1)
 		go func() {
@@ -136,39 +139,72 @@ func (t *tcpConns) send(due int64) {
 		// Counted before the writer can end it, so its bucket is open.
 		st.detail(due, cTCPSent, 1)
 		st.outcomeAt(t.w.now())
-		c.jobs <- due // never blocks: at most max_inflight are queued
+		c.mu.Lock()
+		c.queued++
+		c.mu.Unlock()
+		select {
+		case c.kick <- struct{}{}:
+		default: // the writer is awake and takes it with the others
+		}
 	}
 }
 
-// writeLoop writes the message for every job, in order.
+// writeBatch is the most a writer puts in one Write: what fell due
+// together goes out in one system call (a message at least).
+const writeBatch = 64 << 10
+
+// writeLoop writes the messages queued, in order, as many in one Write
+// as fit in writeBatch.
 func (c *tcpConn) writeLoop() {
 	defer c.t.wg.Done()
 	msg := c.t.w.spec.message
-	echo := c.t.w.spec.tcp.echo
-	for range c.jobs {
-		if _, err := c.nc.Write(msg); err != nil {
-			c.fail(err)
-			continue
-		}
-		c.mu.Lock()
-		if !c.open {
-			// Its message was counted lost with the connection.
+	per := 1
+	if len(msg) > 0 {
+		per = max(1, writeBatch/len(msg))
+	}
+	batch := bytes.Repeat(msg, per)
+	for range c.kick {
+		for {
+			c.mu.Lock()
+			n := min(c.queued, per)
+			c.queued -= n
+			open := c.open
 			c.mu.Unlock()
-			continue
+			if n == 0 || !open {
+				// Nothing left, or its messages were counted lost with
+				// the connection.
+				break
+			}
+			if _, err := c.nc.Write(batch[:n*len(msg)]); err != nil {
+				c.fail(err)
+				break
+			}
+			c.written(n)
 		}
-		if echo {
-			c.mu.Unlock()
-			continue
-		}
-		// Without an echo a message written is done.
-		due := c.inflight[0]
-		c.inflight = c.inflight[1:]
-		empty := len(c.inflight) == 0
+	}
+}
+
+// written ends, without an echo expected, the n messages just written:
+// the first n in flight, since those written before are done already.
+func (c *tcpConn) written(n int) {
+	if c.t.w.spec.tcp.echo {
+		return
+	}
+	c.mu.Lock()
+	if !c.open {
 		c.mu.Unlock()
-		c.t.w.stats.fate(due, c.t.w.now(), noCounter, false)
-		if empty {
-			c.t.signalQuiet()
-		}
+		return
+	}
+	dues := append([]int64(nil), c.inflight[:n]...)
+	c.inflight = c.inflight[n:]
+	empty := len(c.inflight) == 0
+	c.mu.Unlock()
+	now := c.t.w.now()
+	for _, due := range dues {
+		c.t.w.stats.fate(due, now, noCounter, false)
+	}
+	if empty {
+		c.t.signalQuiet()
 	}
 }
 
@@ -228,7 +264,7 @@ func (c *tcpConn) fail(err error) {
 		c.mu.Lock()
 		c.open = false
 		lost := c.inflight
-		c.inflight = nil
+		c.inflight, c.queued = nil, 0
 		if len(lost) == 0 {
 			c.closedUncounted = true
 		}
@@ -249,7 +285,7 @@ func (c *tcpConn) closeLocal(id counterID) {
 		c.mu.Lock()
 		c.open = false
 		left := c.inflight
-		c.inflight = nil
+		c.inflight, c.queued = nil, 0
 		c.mu.Unlock()
 		c.nc.Close()
 		c.end(left, id)
@@ -302,7 +338,7 @@ func (t *tcpConns) drain(abort <-chan struct{}) {
 		break
 	}
 	for _, c := range t.conns {
-		close(c.jobs)
+		close(c.kick)
 		if c.nc != nil {
 			c.closeLocal(cTCPDrainIncomplete)
 		}
