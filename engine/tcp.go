@@ -37,8 +37,8 @@ type tcpConns struct {
 // messages handed to it and not yet ended, in write order), state and
 // queued.
 type tcpConn struct {
-	t    *tcpConns
-	nc   net.Conn
+	t  *tcpConns
+	nc net.Conn
 	// kick wakes the writer; queued (under mu) is how many messages of
 	// inflight, the last ones, it has not written yet.
 	kick chan struct{}
