@@ -2,6 +2,7 @@ package engine
 
 import (
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,4 +264,47 @@ func TestUDPEcho(t *testing.T) {
 			t.Errorf("counters %v: want 100 received and up to 100 unexpected", c)
 		}
 	})
+}
+
+// TestMessageSpecRefusals: an execution of a message mode that cannot run
+// is refused before any load, naming the field.
+func TestMessageSpecRefusals(t *testing.T) {
+	now := time.Now()
+	noEcho := false
+	for _, tc := range []struct {
+		name string
+		edit func(r *enginev1.ExecuteRequest)
+		want string
+	}{
+		{"no port", func(r *enginev1.ExecuteRequest) { r.Url = "tcp://127.0.0.1" }, "needs an explicit port"},
+		{"path", func(r *enginev1.ExecuteRequest) { r.Url = "udp://127.0.0.1:9/x" }, "host:port only"},
+		{"scheme", func(r *enginev1.ExecuteRequest) { r.Url = "sctp://127.0.0.1:9" }, "not http, https, tcp, tcps or udp"},
+		{"tcp without a body", func(r *enginev1.ExecuteRequest) { r.Body = nil }, "body: must not be empty"},
+		{"udp without a body", func(r *enginev1.ExecuteRequest) { r.Url, r.Body, r.Tcp = "udp://127.0.0.1:9", nil, nil }, "body: is 0 bytes"},
+		{"udp too big", func(r *enginev1.ExecuteRequest) {
+			r.Url, r.Body, r.Tcp = "udp://127.0.0.1:9", make([]byte, maxUDPMessage+1), nil
+		}, "a datagram carries 1 to 65491"},
+		{"tcp block on udp", func(r *enginev1.ExecuteRequest) { r.Url = "udp://127.0.0.1:9" }, "tcp: goes with a tcp or tcps url"},
+		{"udp block on tcp", func(r *enginev1.ExecuteRequest) { r.Udp = &enginev1.UDP{} }, "udp: goes with a udp url"},
+		{"tls on tcp", func(r *enginev1.ExecuteRequest) { r.Tls = &enginev1.TLS{} }, "tls: goes with a tcps url"},
+		{"headers", func(r *enginev1.ExecuteRequest) { r.Headers = []*enginev1.Header{{Name: "A", Value: "b"}} }, "headers: mean nothing"},
+		{"too many connections", func(r *enginev1.ExecuteRequest) { r.Tcp.Connections = maxTCPConnections + 1 }, "tcp.connections: 10001 is more than"},
+		{"negative drain", func(r *enginev1.ExecuteRequest) { r.Tcp.DrainDuration = durationpb.New(-time.Second) }, "tcp.drain_duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tcpReq("refused", "127.0.0.1:9", 1, 1, 1)
+			r.Tcp.ExpectEcho = nil
+			tc.edit(r)
+			_, err := parseSpec(r, now, "")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("parseSpec: %v, want %q", err, tc.want)
+			}
+		})
+	}
+	// Without an echo a tcp message may be empty.
+	r := tcpReq("sink", "127.0.0.1:9", 1, 1, 1)
+	r.Body, r.Tcp.ExpectEcho = nil, &noEcho
+	if s, err := parseSpec(r, now, ""); err != nil || s.mode != modeTCP || s.tcp.echo {
+		t.Errorf("a sink without a body: %v", err)
+	}
 }
