@@ -131,6 +131,19 @@ func (d *decoder) udpBlock(n *yaml.Node, path string) val[*rawUDP] {
 	return out
 }
 
+// messageDrain is how long a TCP or UDP execution may wait for its last
+// messages beyond the scenario's timeout (which bounds its connects): the
+// tcp drain, or the udp timeout of the last datagram.
+func (s *Scenario) messageDrain() time.Duration {
+	switch {
+	case s.Mode == ModeTCP && s.TCP != nil:
+		return s.TCP.DrainDuration
+	case s.Mode == ModeUDP && s.UDP != nil:
+		return s.UDP.Timeout
+	}
+	return 0
+}
+
 // modeOf is the mode a target URL selects.
 func modeOf(target string) string {
 	switch {

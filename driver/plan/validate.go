@@ -1049,18 +1049,34 @@ func (b *builder) executor(rs *rawScenario, s *Scenario, ctx string, isDefaults 
 	return ok
 }
 
+// drainNote names the TCP or UDP drain a span includes, if any.
+func drainNote(s *Scenario) string {
+	if d := s.messageDrain(); d > 0 {
+		return fmt.Sprintf(" and a %s drain of %v", s.Mode, d)
+	}
+	return ""
+}
+
 // checkSpan refuses a scenario whose executions the driver cannot time:
 // each one's duration + timeout, and a staircase's stages together, must
 // be at most MaxSpan, so that no deadline the driver sets (that span plus
 // its drain and grace) overflows.
 func (b *builder) checkSpan(s *Scenario, ctx string) bool {
 	x := s.Executor
+	// The TCP and UDP modes' drain counts as timeout (see messageDrain),
+	// summed without overflow.
+	timeout := s.Timeout
+	if d := s.messageDrain(); d > MaxSpan-timeout {
+		timeout = MaxSpan + 1
+	} else {
+		timeout += d
+	}
 	// fits says d + timeout is at most MaxSpan, without a sum that could
 	// overflow on the way.
-	fits := func(d time.Duration) bool { return d <= MaxSpan && s.Timeout <= MaxSpan-d }
+	fits := func(d time.Duration) bool { return d <= MaxSpan && timeout <= MaxSpan-d }
 	if x.Type != Staircase {
 		if !fits(x.Duration) {
-			b.failIn(ctx, s.pos.duration, "duration %v with timeout %v is too long: duration + timeout is at most %v", x.Duration, s.Timeout, MaxSpan)
+			b.failIn(ctx, s.pos.duration, "duration %v with timeout %v%s is too long: duration + timeout is at most %v", x.Duration, s.Timeout, drainNote(s), MaxSpan)
 			return false
 		}
 		return true
@@ -1068,7 +1084,7 @@ func (b *builder) checkSpan(s *Scenario, ctx string) bool {
 	var total time.Duration
 	for i, st := range x.Stages {
 		if !fits(st.Duration) || !fits(total+min(st.Duration, MaxSpan)) {
-			b.failIn(ctx, s.pos.stages[i].duration, "the stages up to this one with timeout %v are too long: the stages + timeout are at most %v", s.Timeout, MaxSpan)
+			b.failIn(ctx, s.pos.stages[i].duration, "the stages up to this one with timeout %v%s are too long: the stages + timeout are at most %v", s.Timeout, drainNote(s), MaxSpan)
 			return false
 		}
 		total += st.Duration
