@@ -343,16 +343,18 @@ Output lines (fields separated by two spaces):
   GAP <node> +<s>s..+<s>s (<why>): <n> requests not sent; <a>/<o> answered 2xx outside it
         a time the node had no engine (a result's gap_unsent: its engine was
         lost, one of the same node came back and took up the rest of the
-        schedule; why is "engine restarted"), one line per node summed over
+        schedule; why is "engine restarted"), one line per node and per
+        gap (an engine that came back twice leaves two: the n-th gap of
+        every target's result sums into the node's n-th line) summed over
         its targets: from the earliest start to the latest end, in seconds
         from the node's started_at (its request 0's due time, one decimal);
         <n> the requests due in the gap, never sent; <a> the 2xx of the
-        requests due outside it, <o> how many were due outside it (numbers
-        with a comma every three digits: 1,530). Each target's own GAP is
-        among its reasons and its node's. A gap fails the node; the rest of
-        the node is judged as usual against what was due outside the gap
-        (floor, exactness: planned = unsent + outcomes + the gap's count),
-        the other nodes whole
+        requests due outside every gap, <o> how many were due outside
+        them (numbers with a comma every three digits: 1,530). Each
+        target's own GAP is among its reasons and its node's. A gap fails
+        the node; the rest of the node is judged as usual against what was
+        due outside the gaps (floor, exactness: planned = unsent + outcomes
+        + the gaps' counts), the other nodes whole
   DRIVER  gap from=<t> to=<t>  -- <why>
         a time no driver followed the run (the report's driver_gaps: it was
         detached or killed, and a driver resumed it); named, not judged: the

@@ -58,7 +58,9 @@ Faults (--fault, repeatable; times after the load start):
   engine-restart:<node>@<start>+<down>    SIGKILL the node's engine; after <down> start a
                                           new engine of the same node name at the node's
                                           address: the driver gives it the rest of the
-                                          schedule and the gate names the node's GAP
+                                          schedule and the gate names the node's GAP;
+                                          repeat it to restart the node again later
+                                          (one GAP line each; down times must not overlap)
   driver-freeze:@<start>+<length>         SIGSTOP the driver, SIGCONT after the window
   driver-kill:@<start>[+<delay>]          SIGKILL the driver; after <delay> (3s) start it
                                           again with --resume

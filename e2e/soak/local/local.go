@@ -154,7 +154,26 @@ func (o LocalOptions) Validate() error {
 			errs = append(errs, fmt.Errorf("--fault %s: no such node (nodes are node-a..%s)", f, nodeName(o.Nodes-1)))
 		}
 	}
+	errs = append(errs, restartOverlaps(o.Faults)...)
 	return errors.Join(errs...)
+}
+
+// restartOverlaps refuses two engine-restart faults of one node whose
+// down times overlap: the second would find no engine to kill. A node may
+// restart any number of times, one after the other.
+func restartOverlaps(faults []Fault) []error {
+	var errs []error
+	for i, a := range faults {
+		for _, b := range faults[i+1:] {
+			if a.Kind != EngineRestart || b.Kind != EngineRestart || a.Subject != b.Subject {
+				continue
+			}
+			if a.At < b.At+b.For && b.At < a.At+a.For {
+				errs = append(errs, fmt.Errorf("--fault %s and --fault %s: the node's engine is still down from one when the other kills it; restart it again after it came back", a, b))
+			}
+		}
+	}
+	return errs
 }
 
 func nodeName(i int) string { return "node-" + string(rune('a'+i)) }
@@ -188,6 +207,9 @@ type local struct {
 	restart      bool
 	restartAfter time.Duration
 	seq          int
+	// restarts counts each node's engine-restart faults: each new engine
+	// has its own log.
+	restarts map[string]int
 	// rolls and faults are rolls.log and faults.log.
 	rolls, faults *lineLog
 
