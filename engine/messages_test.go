@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"crypto/tls"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/fixture"
+	"github.com/sortie-soak/sortie/internal/runca"
 	"github.com/sortie-soak/sortie/record"
 )
 
@@ -306,5 +310,54 @@ func TestMessageSpecRefusals(t *testing.T) {
 	r.Body, r.Tcp.ExpectEcho = nil, &noEcho
 	if s, err := parseSpec(r, now, ""); err != nil || s.mode != modeTCP || s.tcp.echo {
 		t.Errorf("a sink without a body: %v", err)
+	}
+}
+
+// TestTCPSEcho runs tcps:// load against a TLS echo that asks for a client
+// certificate: the engine presents the plan's, and every message is
+// echoed through TLS.
+func TestTCPSEcho(t *testing.T) {
+	t.Parallel()
+	d := newRunTLS(t)
+	lis, err := tls.Listen("tcp", "127.0.0.1:0", d.server(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			nc, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				_, _ = io.Copy(nc, nc)
+			}()
+		}
+	}()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(d.file(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	te := startEngine(t, Options{})
+	r := tcpReq("tcps-echo", lis.Addr().String(), 1, 2, 16)
+	r.Url = "tcps://" + lis.Addr().String()
+	r.Tls = &enginev1.TLS{CertPem: read(runca.DriverCertFile), KeyPem: read(runca.DriverKeyFile), InsecureSkipVerify: true}
+	c := checkMessages(t, te.execute(t, r), true)
+	wantCounters(t, &enginev1.Result{Counters: c}, map[string]uint64{
+		record.TCPMessagesSent: 50, record.TCPMessagesReceived: 50, record.TCPConnectionsOpened: 2,
+	})
+	// Without the client certificate the handshake fails: no connection.
+	r.ExecutionId, r.Tls = "tcps-anonymous", &enginev1.TLS{InsecureSkipVerify: true}
+	c = checkMessages(t, te.execute(t, r), true)
+	// (With TLS 1.3 the client's handshake ends before the server checks
+	// its certificate: the connection opens, and the server's alert closes
+	// it under the first message.)
+	if c[record.TCPMessagesReceived] != 0 || c[record.TCPConnectFailures]+c[record.TCPConnectionClosed] != 2 {
+		t.Errorf("counters %v: want both connections refused or closed, nothing echoed", c)
 	}
 }
