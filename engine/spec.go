@@ -80,7 +80,21 @@ type spec struct {
 	bucketWidth  time.Duration
 	buckets      uint32
 	sampleBudget int
+	// mode is modeHTTP, modeTCP or modeUDP, as the url's scheme says; in
+	// the last two message is what each message carries, and tcp or udp
+	// its settings.
+	mode    string
+	message []byte
+	tcp     tcpSpec
+	udp     udpSpec
 }
+
+// Modes of an execution.
+const (
+	modeHTTP = "http"
+	modeTCP  = "tcp"
+	modeUDP  = "udp"
+)
 
 type statsSpec struct {
 	addr          string
@@ -205,8 +219,13 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 		}
 	}
 
-	// Request bytes.
-	if u != nil {
+	// Request bytes, or a message.
+	if u != nil && u.Scheme != "http" && u.Scheme != "https" {
+		if err := parseMessages(req, u, host, s); err != nil {
+			errs = append(errs, err)
+		}
+	} else if u != nil {
+		s.mode = modeHTTP
 		raw, head, err := buildRequest(req, u)
 		if err != nil {
 			errs = append(errs, err)
@@ -342,8 +361,17 @@ func parseTarget(raw string) (*url.URL, string, error) {
 	if err != nil {
 		return nil, "", fieldErr("url", "%v", err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, "", fieldErr("url", "scheme %q of %q is not http or https", u.Scheme, raw)
+	switch u.Scheme {
+	case "http", "https":
+	case "tcp", "tcps", "udp":
+		if u.Port() == "" {
+			return nil, "", fieldErr("url", "%q needs an explicit port", raw)
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, "", fieldErr("url", "%q is host:port only, no path or query", raw)
+		}
+	default:
+		return nil, "", fieldErr("url", "scheme %q of %q is not http, https, tcp, tcps or udp", u.Scheme, raw)
 	}
 	if u.User != nil {
 		return nil, "", fieldErr("url", "%q carries user information; send an Authorization header instead", raw)

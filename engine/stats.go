@@ -38,6 +38,25 @@ const (
 	cResetOverflow
 	cLateSends
 	cConnProtocol
+	// TCP and UDP modes: outcome classes first, then details (see
+	// record.Outcomes, record.TCPDetails, record.UDPDetails).
+	cTCPSent
+	cTCPDeferred
+	cTCPUnavailable
+	cUDPReceived
+	cUDPLost
+	cUDPSendErrors
+	cUDPDeferred
+	cUDPUnavailable
+	cTCPReceived
+	cTCPMismatch
+	cTCPLost
+	cTCPDrainIncomplete
+	cTCPOpened
+	cTCPConnectFailures
+	cTCPClosed
+	cUDPSent
+	cUDPUnexpected
 	numCounters
 )
 
@@ -66,6 +85,23 @@ var counterNames = [numCounters]string{
 	cResetOverflow:        record.StreamResetsPrefix + record.ReasonOverflow,
 	cLateSends:            record.LateSends,
 	cConnProtocol:         record.ConnectionProtocolError,
+	cTCPSent:              record.TCPMessagesSent,
+	cTCPDeferred:          record.TCPDeferred,
+	cTCPUnavailable:       record.TCPUnavailable,
+	cUDPReceived:          record.UDPDatagramsReceived,
+	cUDPLost:              record.UDPLost,
+	cUDPSendErrors:        record.UDPSendErrors,
+	cUDPDeferred:          record.UDPDeferred,
+	cUDPUnavailable:       record.UDPUnavailable,
+	cTCPReceived:          record.TCPMessagesReceived,
+	cTCPMismatch:          record.TCPEchoMismatch,
+	cTCPLost:              record.TCPInflightLost,
+	cTCPDrainIncomplete:   record.TCPDrainIncomplete,
+	cTCPOpened:            record.TCPConnectionsOpened,
+	cTCPConnectFailures:   record.TCPConnectFailures,
+	cTCPClosed:            record.TCPConnectionClosed,
+	cUDPSent:              record.UDPDatagramsSent,
+	cUDPUnexpected:        record.UDPUnexpected,
 }
 
 // counterSet is a snapshot of counters.
@@ -89,10 +125,14 @@ func (c *counterSet) toMap() map[string]uint64 {
 	return m
 }
 
-// outcomes sums the outcome classes.
+// outcomes sums the outcome classes, of every mode: each counts none of
+// the others'.
 func (c *counterSet) outcomes() uint64 {
 	var n uint64
 	for i := cHTTP1xx; i <= cLateDropped; i++ {
+		n += c[i]
+	}
+	for i := cTCPSent; i <= cUDPUnavailable; i++ {
 		n += c[i]
 	}
 	return n
@@ -148,6 +188,9 @@ type workerStats struct {
 	// lateness is written by the pacer goroutine only and read after it
 	// ended.
 	lateness *hdrhistogram.Histogram
+	// message is the latency of a TCP or UDP message, from its due time
+	// to its echo; nil in HTTP mode.
+	message *hdrhistogram.Histogram
 }
 
 func newWorkerStats(statsd bool, tl *timeline) *workerStats {
@@ -241,6 +284,46 @@ func (s *workerStats) stray(due int64) {
 	s.inc(cConnProtocol)
 	s.mu.Lock()
 	s.tl.get(bucketOf(due, s.tl.width)).counts[cConnProtocol]++
+	s.mu.Unlock()
+}
+
+// detail counts id, a counter of no outcome class, in the bucket of the
+// message due at due, which is still pending (so its bucket is open).
+func (s *workerStats) detail(due int64, id counterID, n uint32) {
+	if n == 0 {
+		return
+	}
+	s.counts[id].Add(uint64(n))
+	s.mu.Lock()
+	s.tl.get(bucketOf(due, s.tl.width)).counts[id] += n
+	s.mu.Unlock()
+}
+
+// fate ends the message due at due, counted in the outcome class or
+// detail counter id at now; latency is recorded when positive (an echo).
+// Its bucket then has one message less pending.
+// noCounter is the id of a fate that no counter records: a TCP message
+// written without an echo expected, whose outcome tcp_messages_sent
+// counted already.
+const noCounter counterID = -1
+
+func (s *workerStats) fate(due, now int64, id counterID, echoed bool) {
+	if id != noCounter {
+		s.inc(id)
+	}
+	s.outcomeAt(now)
+	s.mu.Lock()
+	if echoed {
+		if s.message == nil {
+			s.message = newLatencyHist()
+		}
+		recordValue(s.message, now-due)
+	}
+	b := s.tl.get(bucketOf(due, s.tl.width))
+	if id != noCounter {
+		b.counts[id]++
+	}
+	s.tl.done(b)
 	s.mu.Unlock()
 }
 

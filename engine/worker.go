@@ -71,6 +71,8 @@ type worker struct {
 
 	sleeper *sleeper
 	unsent  uint64
+	// msg is the TCP or UDP mode's messenger; nil in HTTP mode.
+	msg messenger
 
 	// deferOn: a response may wait for the pacer's next wake instead of
 	// waking the engine when it arrives (see conn.deferred). Changed
@@ -103,6 +105,7 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 		room:    make(chan struct{}, 1),
 	}
 	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
+	w.msg = newMessenger(w)
 	// A closed-loop worker waits for its responses to send more.
 	w.deferOn.Store(s.openLoop && s.tls == nil && s.h2 == nil)
 	if s.h2 != nil {
@@ -134,6 +137,9 @@ func (w *worker) run(abort <-chan struct{}) {
 	i := w.spec.first
 	stopWake := context.AfterFunc(w.ctx, w.sleeper.wake)
 	woke := int64(math.MinInt64 / 2)
+	if w.msg != nil && i < planned {
+		w.msg.open(int64(p.Offset(i)))
+	}
 pacing:
 	for i < planned {
 		// Wake at the next due time, but not sooner than batchWindow
@@ -157,6 +163,9 @@ pacing:
 				// starved of CPU) drops what it owes instead of firing
 				// its backlog at the target.
 				w.stats.fail(failSample{due: due, at: now, class: uint8(cLateDropped), reason: noDetail, phase: noDetail})
+			} else if w.msg != nil {
+				w.sent(due)
+				w.msg.send(due)
 			} else if !w.dispatch(due) {
 				break pacing
 			}
@@ -173,6 +182,10 @@ pacing:
 	w.collect()
 	stopWake()
 	w.sleeper.close() // safe against a wake running now
+	if w.msg != nil {
+		w.msg.drain(abort)
+		return
+	}
 	w.drain(abort)
 }
 

@@ -303,8 +303,12 @@ A target passes when ALL of these hold:
   - every node's counters of the zero-failure set are 0: http_4xx,
     http_5xx, stream_resets*, pool_connection_failure, pool_failure_*,
     pool_overflow, http_inflight_lost, request_timeout, late_dropped,
-    connection_protocol_error (listed by class and node, never added
-    across classes);
+    connection_protocol_error; of a tcp:// or tcps:// target
+    tcp_deferred, tcp_unavailable, tcp_echo_mismatch, tcp_inflight_lost,
+    tcp_drain_incomplete, tcp_connect_failures, tcp_connection_closed; of
+    a udp:// target udp_lost, udp_send_errors, udp_deferred,
+    udp_unavailable, udp_unexpected (listed by class and node, never
+    added across classes);
   - every node's http_2xx lies within --floor-pct and 200 - --floor-pct
     percent of share x the configured duration (share x (D - T/2) with a
     ramp of T), in exact arithmetic;
@@ -314,7 +318,11 @@ A target passes when ALL of these hold:
     pool_connection_failure + pool_failure_timeout + pool_overflow +
     http_inflight_lost + request_timeout + late_dropped (+ the counts of
     its gap_unsent), and a node without a failure has http_2xx = planned
-    (less its gaps' counts). No slack: the floor's 1 % exists for the older sortie +
+    (less its gaps' counts). A TCP target's classes are tcp_messages_sent
+    + tcp_deferred + tcp_unavailable, a UDP target's
+    udp_datagrams_received + udp_lost + udp_send_errors + udp_deferred +
+    udp_unavailable; their http_2xx (in these lines) is the messages that
+    succeeded: echoed (or, without an echo, written) or, for UDP, echoed. No slack: the floor's 1 % exists for the older sortie +
     Nighthawk stack, whose results carry no planned and are judged by the
     floor alone;
   - every node's own elapsed time is within 5 % of the planned duration,

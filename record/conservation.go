@@ -10,10 +10,16 @@ import (
 // that must be zero for a clean run (4xx, 5xx, resets, connection failures,
 // overflow, in-flight losses, request timeouts, requests dropped late), or one of the detail counters of such a
 // class (stream_resets_*, pool_failure_*), or a connection's protocol
-// error (bytes no request asked for).
+// error (bytes no request asked for); of a TCP execution every tcp_*
+// counter but messages sent and received and connections opened, of a UDP
+// one every udp_* counter but datagrams sent and received.
 func InZeroFailureSet(name string) bool {
 	switch name {
 	case HTTP4xx, HTTP5xx, PoolConnectionFailure, PoolOverflow, InflightLost, RequestTimeout, LateDropped, ConnectionProtocolError:
+		return true
+	case TCPDeferred, TCPUnavailable, TCPEchoMismatch, TCPInflightLost, TCPDrainIncomplete, TCPConnectFailures, TCPConnectionClosed:
+		return true
+	case UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable, UDPUnexpected:
 		return true
 	}
 	return strings.HasPrefix(name, StreamResets) || strings.HasPrefix(name, "benchmark.pool_failure_")

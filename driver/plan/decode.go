@@ -193,8 +193,6 @@ func (d *decoder) fields(n *yaml.Node, path string) ([]field, bool) {
 var unsupported = map[string]string{
 	"nighthawk_template": "the engine is not Nighthawk and takes no template; the plan fields that do the same job are executor (rate, duration, open_loop), connections, concurrency, max_pending_requests, timeout and headers",
 	"distributor":        "pools are services or dns; there is no distributor",
-	"tcp":                "the engine sends HTTP/1.1 requests only",
-	"udp":                "the engine sends HTTP/1.1 requests only",
 	"sinks":              "only a statsd sink exists: set address",
 }
 
@@ -494,6 +492,8 @@ type rawScenario struct {
 	executor                                          rawExecutor
 	grpc                                              val[*rawGRPC]
 	websocket                                         val[*rawWebSocket]
+	tcp                                               val[*rawTCP]
+	udp                                               val[*rawUDP]
 }
 
 type rawTarget struct {
@@ -606,7 +606,7 @@ var scenarioKeys = []string{
 	"name", "pool", "target", "targets", "method", "headers", "body", "body_file",
 	"protocol", "connections", "concurrency", "max_pending_requests", "timeout",
 	"request_timeout", "max_lateness", "max_concurrent_streams",
-	"tls", "stats", "executor", "thresholds", "grpc", "websocket",
+	"tls", "stats", "executor", "thresholds", "grpc", "websocket", "tcp", "udp",
 }
 
 func (d *decoder) scenario(n *yaml.Node, path string) *rawScenario {
@@ -669,6 +669,10 @@ func (d *decoder) scenario(n *yaml.Node, path string) *rawScenario {
 			s.executor = d.executor(v, p)
 		case "thresholds":
 			s.thresholds = d.strs(v, p)
+		case "tcp":
+			s.tcp = d.tcpBlock(v, p)
+		case "udp":
+			s.udp = d.udpBlock(v, p)
 		default:
 			d.unknown(f, path, scenarioKeys)
 		}

@@ -63,12 +63,25 @@ func describeScenario(w io.Writer, cs CompiledScenario) {
 		}
 		fmt.Fprintf(w, "  executor: %s, %s one after another, rates %s, %v in all, %s\n", x.Type, plural(len(x.Stages), "stage"), per, total, loop)
 	}
-	fmt.Fprintf(w, "  requests: %s, %s, concurrency %d (workers per backend and target), connections %d per worker, max_pending_requests %d per worker, timeout %v\n",
-		s.Method, s.Protocol, s.Concurrency, s.Connections, s.MaxPendingRequests, s.Timeout)
-	if s.MaxConcurrentStreams > 0 {
-		fmt.Fprintf(w, "  max_concurrent_streams %d per connection\n", s.MaxConcurrentStreams)
+	switch {
+	case s.TCP != nil && s.Mode == ModeTCP:
+		echo := "each timed against its echo"
+		if !s.TCP.ExpectEcho {
+			echo = "no echo expected"
+		}
+		fmt.Fprintf(w, "  messages: tcp, concurrency %d (workers per backend and target), %d connections per worker, max_inflight_per_connection %d, %s, drain_duration %v, timeout %v\n",
+			s.Concurrency, s.TCP.Connections, s.TCP.MaxInflightPerConnection, echo, s.TCP.DrainDuration, s.Timeout)
+	case s.UDP != nil && s.Mode == ModeUDP:
+		fmt.Fprintf(w, "  messages: udp, concurrency %d (workers per backend and target), one socket per worker, max_inflight %d, timeout %v per datagram\n",
+			s.Concurrency, s.UDP.MaxInflight, s.UDP.Timeout)
+	default:
+		fmt.Fprintf(w, "  requests: %s, %s, concurrency %d (workers per backend and target), connections %d per worker, max_pending_requests %d per worker, timeout %v\n",
+			s.Method, s.Protocol, s.Concurrency, s.Connections, s.MaxPendingRequests, s.Timeout)
+		if s.MaxConcurrentStreams > 0 {
+			fmt.Fprintf(w, "  max_concurrent_streams %d per connection\n", s.MaxConcurrentStreams)
+		}
+		describeModes(w, s)
 	}
-	describeModes(w, s)
 	if s.RequestTimeout > 0 {
 		fmt.Fprintf(w, "  request_timeout %v: a response not ended that long after its request was written is benchmark.request_timeout\n", s.RequestTimeout)
 	}

@@ -39,6 +39,8 @@ func FuzzParse(f *testing.F) {
 		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\ndefaults: {grpc: {mode: bidi-stream, streams: 3}, concurrency: \"3\"}\nscenarios: [{name: s, pool: p, target: \"http://x/\", protocol: http2, websocket: {binary: true}, executor: {type: constant-rate, rate: 3, duration: 1s}}]",
 		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"https://x/\", protocol: http3, max_concurrent_streams: 4294967296, grpc: {mode: unary, drain_duration: -0s}, executor: {type: constant-rate, rate: 1, duration: 1s}}]",
 		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", websocket: {streams: 4294967295, max_inflight_per_stream: 1}, concurrency: \"255\", executor: {type: constant-rate, rate: 255, duration: 1s}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\ndefaults: {tcp: {connections: 2}, udp: {timeout: 1s}}\nscenarios: [{name: s, pool: p, target: \"tcps://[::1]:1\", tcp: {expect_echo: false, drain_duration: 0s}, executor: {type: constant-rate, rate: 1, duration: 1s}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, targets: [{name: a, url: \"udp://x:0\"}, {name: b, url: \"tcp://x:65536/\"}], body: \"\", udp: {max_inflight: 4294967296}, executor: {type: constant-rate, rate: 2, duration: 1s}}]",
 	} {
 		f.Add([]byte(s))
 	}

@@ -50,7 +50,19 @@
 //	                                # drain_duration; implies http2 + POST; a run refuses it
 //	    websocket: {streams: 20, max_inflight_per_stream: 256, drain_duration: 500ms, binary: false}
 //	                                # implies http1 + GET; a run refuses it
+//	    tcp: {connections: 1, max_inflight_per_connection: 256, expect_echo: true, drain_duration: 500ms}
+//	    udp: {max_inflight: 256, timeout: 1s}
 //	thresholds: [...] # added to every scenario's
+//
+// A tcp:// or tcps:// target (with an explicit port) selects raw TCP echo
+// load, which the tcp block tunes: each worker keeps tcp.connections
+// connections and writes the body on them round-robin, each message timed
+// against its echo. A udp:// target selects UDP echo load, tuned by the
+// udp block: one datagram per message, timed against the one that comes
+// back with its sequence number; it needs a body. method, headers,
+// protocol, connections, max_pending_requests, request_timeout and
+// thresholds on HTTP counters are errors with either; tls only goes with
+// tcps.
 //
 // A target of targets may carry thresholds of its own, in the same
 // expressions as a scenario's, judged on that target's executions only:
@@ -216,6 +228,13 @@ type Scenario struct {
 	// MaxLateness: a request due longer ago than this when its worker
 	// gets to it is not sent (benchmark.late_dropped); 0: none.
 	MaxLateness time.Duration
+	// Mode is ModeHTTP, ModeTCP or ModeUDP, as the targets' scheme says.
+	// In the last two Method, Protocol and Headers are empty and
+	// Connections and MaxPendingRequests zero.
+	Mode string
+	// TCP is set, defaults applied, in ModeTCP; UDP in ModeUDP.
+	TCP *TCP
+	UDP *UDP
 	// TLS is nil when the plan sets none.
 	TLS *TLS
 	// Stats is nil when the plan sets none.

@@ -164,6 +164,9 @@ var knownCounters = func() map[string]bool {
 	} {
 		m[c] = true
 	}
+	for _, c := range append(append([]string(nil), record.TCPDetails...), record.UDPDetails...) {
+		m[c] = true
+	}
 	return m
 }()
 

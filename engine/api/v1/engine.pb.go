@@ -409,8 +409,17 @@ type ExecuteRequest struct {
 	// more waiting for a stream; beyond that a request is
 	// benchmark.pool_overflow (open loop) or waits (closed loop).
 	MaxConcurrentStreams uint32 `protobuf:"varint,31,opt,name=max_concurrent_streams,json=maxConcurrentStreams,proto3" json:"max_concurrent_streams,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Raw TCP echo load, selected by a tcp:// or tcps:// url (tcps: TLS with
+	// the tls field's settings); method, headers, connections and
+	// max_pending_requests do not apply. Unset with such a url: every
+	// default.
+	Tcp *TCP `protobuf:"bytes,40,opt,name=tcp,proto3" json:"tcp,omitempty"`
+	// UDP echo load, selected by a udp:// url; method, headers, connections
+	// and max_pending_requests do not apply. Unset with such a url: every
+	// default.
+	Udp           *UDP `protobuf:"bytes,41,opt,name=udp,proto3" json:"udp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecuteRequest) Reset() {
@@ -625,6 +634,164 @@ func (x *ExecuteRequest) GetMaxConcurrentStreams() uint32 {
 	return 0
 }
 
+func (x *ExecuteRequest) GetTcp() *TCP {
+	if x != nil {
+		return x.Tcp
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetUdp() *UDP {
+	if x != nil {
+		return x.Udp
+	}
+	return nil
+}
+
+// TCP tunes a tcp:// or tcps:// execution. Each worker opens its
+// connections before its first message is due and writes the body, as is,
+// on them round-robin at its share of the rate; with expect_echo it times
+// each message against its echo, matched in order on its connection
+// (benchmark_tcp.message_latency, from the message's due time). Counters:
+// benchmark.tcp_*.
+type TCP struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Connections per worker; 0 means 1.
+	Connections uint32 `protobuf:"varint,1,opt,name=connections,proto3" json:"connections,omitempty"`
+	// Unanswered messages a connection may hold; a message due on a
+	// connection at this limit is not sent but counted in
+	// benchmark.tcp_deferred. 0 means 256.
+	MaxInflightPerConnection uint32 `protobuf:"varint,2,opt,name=max_inflight_per_connection,json=maxInflightPerConnection,proto3" json:"max_inflight_per_connection,omitempty"`
+	// Whether the peer echoes every message. Unset means true; false for a
+	// sink: a message is then done once written.
+	ExpectEcho *bool `protobuf:"varint,3,opt,name=expect_echo,json=expectEcho,proto3,oneof" json:"expect_echo,omitempty"`
+	// How long the worker waits for outstanding echoes once its last
+	// message was due; what is still unanswered then is counted in
+	// benchmark.tcp_drain_incomplete. 0 means 500 ms.
+	DrainDuration *durationpb.Duration `protobuf:"bytes,4,opt,name=drain_duration,json=drainDuration,proto3" json:"drain_duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TCP) Reset() {
+	*x = TCP{}
+	mi := &file_engine_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TCP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TCP) ProtoMessage() {}
+
+func (x *TCP) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TCP.ProtoReflect.Descriptor instead.
+func (*TCP) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TCP) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *TCP) GetMaxInflightPerConnection() uint32 {
+	if x != nil {
+		return x.MaxInflightPerConnection
+	}
+	return 0
+}
+
+func (x *TCP) GetExpectEcho() bool {
+	if x != nil && x.ExpectEcho != nil {
+		return *x.ExpectEcho
+	}
+	return false
+}
+
+func (x *TCP) GetDrainDuration() *durationpb.Duration {
+	if x != nil {
+		return x.DrainDuration
+	}
+	return nil
+}
+
+// UDP tunes a udp:// execution. Each worker sends the body as one datagram
+// per message, prefixed with its 16 hex digit sequence number, on one
+// socket, and times it against the datagram that comes back with that
+// number (benchmark_udp.message_latency, from the message's due time).
+// Counters: benchmark.udp_*.
+type UDP struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unanswered datagrams a worker may hold; a message due at this limit is
+	// not sent but counted in benchmark.udp_deferred. 0 means 256.
+	MaxInflight uint32 `protobuf:"varint,1,opt,name=max_inflight,json=maxInflight,proto3" json:"max_inflight,omitempty"`
+	// How long a datagram may go unanswered before it is counted in
+	// benchmark.udp_lost. 0 means 1 s.
+	Timeout       *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UDP) Reset() {
+	*x = UDP{}
+	mi := &file_engine_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UDP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UDP) ProtoMessage() {}
+
+func (x *UDP) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UDP.ProtoReflect.Descriptor instead.
+func (*UDP) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UDP) GetMaxInflight() uint32 {
+	if x != nil {
+		return x.MaxInflight
+	}
+	return 0
+}
+
+func (x *UDP) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
 // AttachRequest names an execution to follow again, and what of its
 // timeline the driver already holds.
 type AttachRequest struct {
@@ -651,7 +818,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_engine_proto_msgTypes[4]
+	mi := &file_engine_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -663,7 +830,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[4]
+	mi := &file_engine_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -676,7 +843,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{4}
+	return file_engine_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AttachRequest) GetExecutionId() string {
@@ -729,7 +896,7 @@ type ExecuteEvent struct {
 
 func (x *ExecuteEvent) Reset() {
 	*x = ExecuteEvent{}
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +908,7 @@ func (x *ExecuteEvent) String() string {
 func (*ExecuteEvent) ProtoMessage() {}
 
 func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +921,7 @@ func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteEvent.ProtoReflect.Descriptor instead.
 func (*ExecuteEvent) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{5}
+	return file_engine_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecuteEvent) GetEvent() isExecuteEvent_Event {
@@ -836,7 +1003,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1015,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1028,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{6}
+	return file_engine_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Started) GetExecutionId() string {
@@ -937,7 +1104,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1116,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1129,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{7}
+	return file_engine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Progress) GetElapsed() *durationpb.Duration {
@@ -1058,7 +1225,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1237,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1250,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{8}
+	return file_engine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Bucket) GetIndex() uint32 {
@@ -1183,7 +1350,7 @@ type FailureSample struct {
 
 func (x *FailureSample) Reset() {
 	*x = FailureSample{}
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1362,7 @@ func (x *FailureSample) String() string {
 func (*FailureSample) ProtoMessage() {}
 
 func (x *FailureSample) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1375,7 @@ func (x *FailureSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailureSample.ProtoReflect.Descriptor instead.
 func (*FailureSample) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{9}
+	return file_engine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FailureSample) GetBucket() uint32 {
@@ -1310,7 +1477,7 @@ type Statistic struct {
 
 func (x *Statistic) Reset() {
 	*x = Statistic{}
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1489,7 @@ func (x *Statistic) String() string {
 func (*Statistic) ProtoMessage() {}
 
 func (x *Statistic) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1502,7 @@ func (x *Statistic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Statistic.ProtoReflect.Descriptor instead.
 func (*Statistic) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{10}
+	return file_engine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Statistic) GetId() string {
@@ -1442,7 +1609,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1621,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1634,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{11}
+	return file_engine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Result) GetExecutionId() string {
@@ -1542,7 +1709,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1721,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1734,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{12}
+	return file_engine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelRequest) GetExecutionId() string {
@@ -1587,7 +1754,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1766,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1779,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{13}
+	return file_engine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelResponse) GetFound() bool {
@@ -1630,7 +1797,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1809,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1822,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{14}
+	return file_engine_proto_rawDescGZIP(), []int{16}
 }
 
 // InfoResponse describes the engine: what it is, what it runs now, and the
@@ -1693,7 +1860,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_engine_proto_msgTypes[15]
+	mi := &file_engine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1872,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[15]
+	mi := &file_engine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1885,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{15}
+	return file_engine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -1826,7 +1993,7 @@ const file_engine_proto_rawDesc = "" +
 	"\bscenario\x18\x03 \x01(\tR\bscenario\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12@\n" +
 	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12\x18\n" +
-	"\abackend\x18\x06 \x01(\tR\abackend\"\xf8\b\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\"\xca\t\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x10\n" +
@@ -1855,7 +2022,19 @@ const file_engine_proto_rawDesc = "" +
 	"\x0frequest_timeout\x18\x17 \x01(\v2\x19.google.protobuf.DurationR\x0erequestTimeout\x12<\n" +
 	"\fmax_lateness\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vmaxLateness\x126\n" +
 	"\bprotocol\x18\x1e \x01(\x0e2\x1a.sortie.engine.v1.ProtocolR\bprotocol\x124\n" +
-	"\x16max_concurrent_streams\x18\x1f \x01(\rR\x14maxConcurrentStreams\"\xd3\x01\n" +
+	"\x16max_concurrent_streams\x18\x1f \x01(\rR\x14maxConcurrentStreams\x12'\n" +
+	"\x03tcp\x18( \x01(\v2\x15.sortie.engine.v1.TCPR\x03tcp\x12'\n" +
+	"\x03udp\x18) \x01(\v2\x15.sortie.engine.v1.UDPR\x03udp\"\xde\x01\n" +
+	"\x03TCP\x12 \n" +
+	"\vconnections\x18\x01 \x01(\rR\vconnections\x12=\n" +
+	"\x1bmax_inflight_per_connection\x18\x02 \x01(\rR\x18maxInflightPerConnection\x12$\n" +
+	"\vexpect_echo\x18\x03 \x01(\bH\x00R\n" +
+	"expectEcho\x88\x01\x01\x12@\n" +
+	"\x0edrain_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rdrainDurationB\x0e\n" +
+	"\f_expect_echo\"]\n" +
+	"\x03UDP\x12!\n" +
+	"\fmax_inflight\x18\x01 \x01(\rR\vmaxInflight\x123\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xd3\x01\n" +
 	"\rAttachRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1f\n" +
@@ -1988,74 +2167,80 @@ func file_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_engine_proto_goTypes = []any{
 	(Protocol)(0),                 // 0: sortie.engine.v1.Protocol
 	(*Header)(nil),                // 1: sortie.engine.v1.Header
 	(*TLS)(nil),                   // 2: sortie.engine.v1.TLS
 	(*Stats)(nil),                 // 3: sortie.engine.v1.Stats
 	(*ExecuteRequest)(nil),        // 4: sortie.engine.v1.ExecuteRequest
-	(*AttachRequest)(nil),         // 5: sortie.engine.v1.AttachRequest
-	(*ExecuteEvent)(nil),          // 6: sortie.engine.v1.ExecuteEvent
-	(*Started)(nil),               // 7: sortie.engine.v1.Started
-	(*Progress)(nil),              // 8: sortie.engine.v1.Progress
-	(*Bucket)(nil),                // 9: sortie.engine.v1.Bucket
-	(*FailureSample)(nil),         // 10: sortie.engine.v1.FailureSample
-	(*Statistic)(nil),             // 11: sortie.engine.v1.Statistic
-	(*Result)(nil),                // 12: sortie.engine.v1.Result
-	(*CancelRequest)(nil),         // 13: sortie.engine.v1.CancelRequest
-	(*CancelResponse)(nil),        // 14: sortie.engine.v1.CancelResponse
-	(*InfoRequest)(nil),           // 15: sortie.engine.v1.InfoRequest
-	(*InfoResponse)(nil),          // 16: sortie.engine.v1.InfoResponse
-	nil,                           // 17: sortie.engine.v1.Progress.CountersEntry
-	nil,                           // 18: sortie.engine.v1.Bucket.CountersEntry
-	nil,                           // 19: sortie.engine.v1.Result.CountersEntry
-	(*durationpb.Duration)(nil),   // 20: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*TCP)(nil),                   // 5: sortie.engine.v1.TCP
+	(*UDP)(nil),                   // 6: sortie.engine.v1.UDP
+	(*AttachRequest)(nil),         // 7: sortie.engine.v1.AttachRequest
+	(*ExecuteEvent)(nil),          // 8: sortie.engine.v1.ExecuteEvent
+	(*Started)(nil),               // 9: sortie.engine.v1.Started
+	(*Progress)(nil),              // 10: sortie.engine.v1.Progress
+	(*Bucket)(nil),                // 11: sortie.engine.v1.Bucket
+	(*FailureSample)(nil),         // 12: sortie.engine.v1.FailureSample
+	(*Statistic)(nil),             // 13: sortie.engine.v1.Statistic
+	(*Result)(nil),                // 14: sortie.engine.v1.Result
+	(*CancelRequest)(nil),         // 15: sortie.engine.v1.CancelRequest
+	(*CancelResponse)(nil),        // 16: sortie.engine.v1.CancelResponse
+	(*InfoRequest)(nil),           // 17: sortie.engine.v1.InfoRequest
+	(*InfoResponse)(nil),          // 18: sortie.engine.v1.InfoResponse
+	nil,                           // 19: sortie.engine.v1.Progress.CountersEntry
+	nil,                           // 20: sortie.engine.v1.Bucket.CountersEntry
+	nil,                           // 21: sortie.engine.v1.Result.CountersEntry
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
 }
 var file_engine_proto_depIdxs = []int32{
-	20, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
+	22, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
 	1,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
-	20, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
-	20, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
-	21, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
-	20, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	22, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
+	22, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
+	23, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
+	22, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
 	2,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
-	20, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
+	22, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
 	3,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
-	20, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
-	20, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
-	20, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
-	20, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
+	22, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
+	22, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
+	22, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
+	22, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
 	0,  // 13: sortie.engine.v1.ExecuteRequest.protocol:type_name -> sortie.engine.v1.Protocol
-	20, // 14: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
-	7,  // 15: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
-	8,  // 16: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
-	12, // 17: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
-	21, // 18: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
-	20, // 19: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
-	20, // 20: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
-	17, // 21: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
-	9,  // 22: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
-	10, // 23: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
-	18, // 24: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
-	19, // 25: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
-	11, // 26: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
-	21, // 27: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	20, // 28: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	4,  // 29: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
-	13, // 30: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
-	15, // 31: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
-	5,  // 32: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
-	6,  // 33: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
-	14, // 34: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
-	16, // 35: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
-	6,  // 36: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
-	33, // [33:37] is the sub-list for method output_type
-	29, // [29:33] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	5,  // 14: sortie.engine.v1.ExecuteRequest.tcp:type_name -> sortie.engine.v1.TCP
+	6,  // 15: sortie.engine.v1.ExecuteRequest.udp:type_name -> sortie.engine.v1.UDP
+	22, // 16: sortie.engine.v1.TCP.drain_duration:type_name -> google.protobuf.Duration
+	22, // 17: sortie.engine.v1.UDP.timeout:type_name -> google.protobuf.Duration
+	22, // 18: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
+	9,  // 19: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
+	10, // 20: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
+	14, // 21: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
+	23, // 22: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
+	22, // 23: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
+	22, // 24: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
+	19, // 25: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
+	11, // 26: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
+	12, // 27: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
+	20, // 28: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
+	21, // 29: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
+	13, // 30: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
+	23, // 31: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	22, // 32: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	4,  // 33: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
+	15, // 34: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
+	17, // 35: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
+	7,  // 36: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
+	8,  // 37: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
+	16, // 38: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
+	18, // 39: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
+	8,  // 40: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
+	37, // [37:41] is the sub-list for method output_type
+	33, // [33:37] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_engine_proto_init() }
@@ -2063,7 +2248,8 @@ func file_engine_proto_init() {
 	if File_engine_proto != nil {
 		return
 	}
-	file_engine_proto_msgTypes[5].OneofWrappers = []any{
+	file_engine_proto_msgTypes[4].OneofWrappers = []any{}
+	file_engine_proto_msgTypes[7].OneofWrappers = []any{
 		(*ExecuteEvent_Started)(nil),
 		(*ExecuteEvent_Progress)(nil),
 		(*ExecuteEvent_Result)(nil),
@@ -2074,7 +2260,7 @@ func file_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_proto_rawDesc), len(file_engine_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
