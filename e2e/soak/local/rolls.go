@@ -388,12 +388,12 @@ func (l *local) roll(ctx context.Context, name string) {
 // drained waits for a replica told to stop to exit and reads its DRAINED
 // line: what it held when SIGTERM landed. nil when it did not say.
 func (l *local) drained(name string, r *replica) *record.Held {
-	t := time.NewTimer(drainWait)
+	t := time.NewTimer(l.exitWait())
 	defer t.Stop()
 	select {
 	case <-r.proc.done:
 	case <-t.C:
-		l.log.Warn("roll: the old replica did not exit; what it held is unknown", "target", name, "within", drainWait)
+		l.log.Warn("roll: the old replica did not exit; what it held is unknown", "target", name, "within", l.exitWait())
 		return nil
 	}
 	f, err := os.Open(r.log)
