@@ -410,7 +410,11 @@ from the bracket's at= to its last failure, replicas= are the remotes
 is only counted in its bucket (dropped=): it is placed by its bucket's
 interval, timed at its start. A failure in two brackets counts in both. A
 target-fail fault is planted (soak local's stand-in for a failure nothing
-explains): it counts its failures but does not excuse them. Every failure
+explains): it counts its failures but does not excuse them. A raw TCP
+connection is never reopened, so a tcp_unavailable of a target and node
+that falls in no bracket counts in the brackets that held an earlier
+tcp_unavailable of the same target and node: the roll or fault that closed
+the connection. Every failure
 in no other bracket is UNATTRIBUTED, per target with a count line, then one
 line each (at most 20 per target, then "and <n> more"): those are the
 findings. These lines change no verdict and no exit code: a failure fails

@@ -3,6 +3,7 @@ package local
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -68,4 +69,37 @@ func TestIntegrationLocalTCP(t *testing.T) {
 func TestIntegrationLocalUDP(t *testing.T) {
 	t.Parallel()
 	checkRawClean(t, runSoakLocal(t, "--protocol", "udp"), ProtocolUDP)
+}
+
+// TestIntegrationLocalTCPRolls: a raw TCP client never reconnects, so a
+// graceful tcp replica told to stop keeps echoing on the connections it
+// holds until the engines close them at the end of the load: rolls of
+// draining replicas pass with every planned message echoed, and the
+// rolled replicas held the engines' connections at SIGTERM.
+func TestIntegrationLocalTCPRolls(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--protocol", "tcp", "--rolls")
+	checkRawClean(t, r, ProtocolTCP)
+	if n := touched(r.rolls(t)); n == 0 {
+		t.Errorf("no roll held a connection at SIGTERM")
+	}
+}
+
+// TestIntegrationLocalTCPRollsNoDrainIsCaught: the negative control for
+// tcp: replicas that exit at once on SIGTERM close the engines'
+// connections, which fails the run with the closes attributed to a rolled
+// target and a node.
+func TestIntegrationLocalTCPRollsNoDrainIsCaught(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--protocol", "tcp", "--rolls", "--no-drain")
+	if r.code != 1 || !strings.Contains(r.stdout, "VERDICT FAIL") {
+		t.Fatalf("exit %d: the negative control must FAIL", r.code)
+	}
+	re := regexp.MustCompile(`(?m)^FAIL  (svc-\d|echo|uds-echo)  .*tcp_connection_closed=\d+ \[node-[ab]=\d+`)
+	if !re.MatchString(r.stdout) {
+		t.Errorf("no FAIL line attributes a closed connection to a rolled target and node")
+	}
+	if strings.Contains(r.stdout, "UNATTRIBUTED") {
+		t.Errorf("a failure of a roll is unattributed")
+	}
 }
