@@ -103,3 +103,37 @@ func TestIntegrationLocalTCPRollsNoDrainIsCaught(t *testing.T) {
 		t.Errorf("a failure of a roll is unattributed")
 	}
 }
+
+// TestIntegrationLocalUDPRollsNoDrain: UDP has no connection to drain, but
+// a replica that exits at once on SIGTERM while the endpoints still send
+// it datagrams (the propagation lag) loses them: the run fails with
+// udp_lost attributed to the rolled targets and nodes.
+func TestIntegrationLocalUDPRollsNoDrain(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--protocol", "udp", "--rolls", "--no-drain")
+	if r.code != 1 || !strings.Contains(r.stdout, "VERDICT FAIL") {
+		t.Fatalf("exit %d: the negative control must FAIL", r.code)
+	}
+	re := regexp.MustCompile(`(?m)^ROLL  (svc-\d|echo|uds-echo)  .* failures=\d+ \[node-[ab]=\d+.* classes=udp_lost=\d+`)
+	if !re.MatchString(r.stdout) {
+		t.Errorf("no ROLL line holds the lost datagrams of its target and nodes")
+	}
+	if strings.Contains(r.stdout, "UNATTRIBUTED") {
+		t.Errorf("a failure of a roll is unattributed")
+	}
+}
+
+// TestIntegrationLocalUDPRollsUnobserved: draining udp rolls lose nothing
+// (the Service stand-in sends a removed replica's flows elsewhere before
+// its SIGTERM, as kube-proxy clears their conntrack entries), so the gate
+// passes them with exact counts; but a UDP replica holds no connection at
+// SIGTERM, so the rolls proved nothing about draining: UNOBSERVED, exit 3.
+func TestIntegrationLocalUDPRollsUnobserved(t *testing.T) {
+	t.Parallel()
+	r := runSoakLocal(t, "--protocol", "udp", "--rolls")
+	if r.code != 3 || !strings.Contains(r.stdout, "\nUNOBSERVED rolls=8 touched=0") {
+		t.Fatalf("exit %d: draining udp rolls touch no connection and must be UNOBSERVED", r.code)
+	}
+	r.code = 0 // the gate's own verdict is checked next
+	checkRawClean(t, r, ProtocolUDP)
+}
