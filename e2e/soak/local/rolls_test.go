@@ -149,7 +149,7 @@ func TestLocalOptionsValidate(t *testing.T) {
 	for _, want := range []string{
 		"--fault engine-restart:node-a@4s+5s and --fault engine-restart:node-a@8s+3s: the node's engine is still down",
 		"--roll-idle: rolls nothing without --rolls",
-		`--protocol "grpc": want http1 or h2`,
+		`--protocol "grpc": want http1, h2, tcp or udp`,
 		"--fault target-fail:svc-1@19s+2s: the window ends after the load",
 		"--fault target-fail:svc-1@20s+5: starts after the load ends",
 	} {
@@ -159,5 +159,12 @@ func TestLocalOptionsValidate(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "@19s+5:") {
 		t.Errorf("a count that starts within the load was refused: %v", err)
+	}
+	// Target faults are HTTP answers: a raw protocol refuses them.
+	o = DefaultLocalOptions()
+	o.Protocol = ProtocolTCP
+	o.Faults = []Fault{{Kind: TargetDown, Subject: "svc-1", At: time.Second, For: time.Second}}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--protocol tcp has none") {
+		t.Errorf("Validate of a target fault with --protocol tcp: %v, want it refused", err)
 	}
 }
