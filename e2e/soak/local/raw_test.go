@@ -80,8 +80,16 @@ func TestIntegrationLocalTCPRolls(t *testing.T) {
 	t.Parallel()
 	r := runSoakLocal(t, "--protocol", "tcp", "--rolls")
 	checkRawClean(t, r, ProtocolTCP)
-	if n := touched(r.rolls(t)); n == 0 {
+	rolls := r.rolls(t)
+	if n := touched(rolls); n == 0 {
 		t.Errorf("no roll held a connection at SIGTERM")
+	}
+	var after int64
+	for _, roll := range rolls {
+		after += roll.Held.AnsweredAfterTerm
+	}
+	if after == 0 {
+		t.Errorf("no rolled replica echoed a message after its SIGTERM: the drain served nothing")
 	}
 }
 
