@@ -250,8 +250,10 @@ func grpcStatus(resp *http.Response) int {
 	if len(v) != 1 {
 		return -1
 	}
+	// Only the canonical decimal spelling: "01", "+1" or "-0" is not a
+	// status gRPC sends.
 	n, err := strconv.Atoi(v[0])
-	if err != nil || n < 0 || n > record.GRPCMaxStatus || len(v[0]) > 2 {
+	if err != nil || n < 0 || n > record.GRPCMaxStatus || strconv.Itoa(n) != v[0] {
 		return -1
 	}
 	return n

@@ -420,3 +420,42 @@ func TestMessageTargets(t *testing.T) {
 		})
 	}
 }
+
+// TestGRPCTargets grades gRPC unary targets: a clean one passes on
+// grpc_status.0 (its http_2xx), a failed call answered 200 (in no HTTP
+// class, only grpc_status.14) fails it by grpc_error and its status and is
+// accounted for by the gRPC law; a call counted nowhere is an accounting
+// error.
+func TestGRPCTargets(t *testing.T) {
+	res := func(addr string, c map[string]uint64) record.BackendResult {
+		return record.BackendResult{Backend: addr, ElapsedMs: 150001, StartedAt: "2026-05-01T08:00:00.300Z", Planned: 1350, Counters: c}
+	}
+	clean := map[string]uint64{record.HTTP2xx: 1350, record.GRPCStatusOK: 1350}
+	for _, tc := range []struct {
+		name string
+		b    map[string]uint64
+		want string // "" passes
+	}{
+		{"clean", clean, ""},
+		{"unavailable", map[string]uint64{record.HTTP2xx: 1347, record.GRPCStatusOK: 1347, record.GRPCStatusPrefix + "14": 3, record.GRPCError: 3},
+			"failures grpc_error=3 [node=3] grpc_status.14=3 [node=3]"},
+		{"reset", map[string]uint64{record.HTTP2xx: 1348, record.GRPCStatusOK: 1348, record.StreamResets: 2, record.GRPCStatusMissing: 2, record.GRPCError: 2},
+			"grpc_status.missing=2 [node=2]"},
+		{"unaccounted", map[string]uint64{record.HTTP2xx: 1349, record.GRPCStatusOK: 1349}, "accounting"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := execution(t, "a", "9", 150000, res(addrA, clean), res(addrB, tc.b))
+			got := Grade(input(e)).Targets[0]
+			if tc.want == "" {
+				if got.Status != ResultPass {
+					t.Fatalf("status %s: %v", got.Status, got.Reasons)
+				}
+				return
+			}
+			want := strings.ReplaceAll(tc.want, "node", addrB)
+			if got.Status == ResultPass || !strings.Contains(strings.Join(got.Reasons, " | "), want) {
+				t.Errorf("status %s, reasons %q; want a failure with %q", got.Status, got.Reasons, want)
+			}
+		})
+	}
+}
