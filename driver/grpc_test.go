@@ -70,30 +70,21 @@ func TestIntegrationGRPCUnary(t *testing.T) {
 		t.Fatalf("exit %d, want 1 (the grpc_error threshold fails)", res.code)
 	}
 	for _, tg := range targets {
-		e := res.execution(t, "grpc/"+tg.name)
-		br, ok := backendOf(t, e, engine)
-		if !ok {
-			t.Fatalf("%s: no result", e.Label)
-		}
-		if err := br.Conserves(); err != nil || br.Planned != 10 || record.Sum(br.Counters) != 10 {
-			t.Errorf("%s: planned %d, outcomes %d, conservation %v", e.Label, br.Planned, record.Sum(br.Counters), err)
-		}
-		for k, v := range tg.want {
-			if br.Counters[k] != v {
-				t.Errorf("%s: %s = %d, want %d (all %v)", e.Label, k, br.Counters[k], v, br.Counters)
-			}
-		}
-		// Nothing else: every counter of the result is one the case names.
+		label := "grpc/" + tg.name
+		br := exactResult(t, res, label, engine, 10, tg.want)
+		// Nothing else: every counter of the result is one the case
+		// names, but late_sends (pacing accuracy on a loaded machine, no
+		// outcome).
 		for k, v := range br.Counters {
-			if _, want := tg.want[k]; !want && v != 0 {
-				t.Errorf("%s: unexpected %s = %d", e.Label, k, v)
+			if _, want := tg.want[k]; !want && v != 0 && k != record.LateSends {
+				t.Errorf("%s: unexpected %s = %d", label, k, v)
 			}
 		}
 		if n := servers[tg.name].Status().Services[0].HTTP2Requests; n != 10 {
-			t.Errorf("%s: the fixture saw %d HTTP/2 requests, want 10", e.Label, n)
+			t.Errorf("%s: the fixture saw %d HTTP/2 requests, want 10", label, n)
 		}
 		if st, ok := br.Statistics[record.LatencyGRPCOK]; !ok || st.Count != tg.want[record.GRPCStatusOK] {
-			t.Errorf("%s: %s missing or its count is not grpc_status.0's (%d)", e.Label, record.LatencyGRPCOK, tg.want[record.GRPCStatusOK])
+			t.Errorf("%s: %s missing or its count is not grpc_status.0's (%d)", label, record.LatencyGRPCOK, tg.want[record.GRPCStatusOK])
 		}
 	}
 	checkTimelines(t, res)
