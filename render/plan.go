@@ -126,6 +126,11 @@ type Options struct {
 	// Protocol is the scenario's protocol: http1 (also when empty) or
 	// http2.
 	Protocol string
+	// GRPC renders a grpc: {mode: unary} block instead of a protocol
+	// line (gRPC means http2 and POST) and a grpc_error == 0 threshold:
+	// each request a unary call to its target's URL with an empty
+	// message.
+	GRPC bool
 }
 
 // DefaultOptions returns the defaults: 60 rps per node, concurrency 1, a
@@ -149,6 +154,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.Protocol != "" && o.Protocol != "http1" && o.Protocol != "http2" {
 		errs = append(errs, fmt.Errorf("protocol %q: want http1 or http2", o.Protocol))
+	}
+	if o.GRPC && o.Protocol != "" && o.Protocol != "http2" {
+		errs = append(errs, fmt.Errorf("grpc with protocol %q: gRPC is http2", o.Protocol))
 	}
 	if len(o.Targets) == 0 {
 		errs = append(errs, errors.New("no targets (--targets)"))
@@ -407,7 +415,11 @@ func (r *Rendered) plan(o Options) []byte {
 	if proto == "" {
 		proto = "http1"
 	}
-	p("    protocol: %s\n", proto)
+	if o.GRPC {
+		p("    grpc: {mode: unary}\n")
+	} else {
+		p("    protocol: %s\n", proto)
+	}
 	p("    concurrency: %s\n", quote(strconv.Itoa(o.Concurrency)))
 	if r.MaxPending > 0 {
 		p("    max_pending_requests: %d\n", r.MaxPending)
@@ -430,6 +442,9 @@ func (r *Rendered) plan(o Options) []byte {
 	p("    thresholds:\n")
 	for _, c := range ZeroThresholds {
 		p("      - %s\n", quote("counter:"+c+" == 0"))
+	}
+	if o.GRPC {
+		p("      - %s\n", quote("counter:"+record.GRPCError+" == 0"))
 	}
 	if r.Floors == nil {
 		p("      - %s\n", quote(floorExpr(r.Floor)))

@@ -103,9 +103,10 @@ type LocalOptions struct {
 	// by default it is mTLS with a CA made for the run (tls/ in the run
 	// directory).
 	InsecurePlaintext bool
-	// Protocol is what the engines speak to the targets: http1, or h2
+	// Protocol is what the engines speak to the targets: http1, h2
 	// (HTTP/2 with prior knowledge: the targets run with --h2c and the
-	// plan says protocol: http2).
+	// plan says protocol: http2), or grpc (unary calls to the targets'
+	// gRPC echo over h2c: the plan says grpc: {mode: unary}).
 	Protocol string
 }
 
@@ -146,9 +147,9 @@ func (o LocalOptions) Validate() error {
 		errs = append(errs, errors.New("--progress, --deadline-grace, --answer-window, --cancel-wait and --lag must not be negative"))
 	}
 	switch o.Protocol {
-	case ProtocolHTTP1, ProtocolH2:
+	case ProtocolHTTP1, ProtocolH2, ProtocolGRPC:
 	default:
-		errs = append(errs, fmt.Errorf("--protocol %q: want %s or %s", o.Protocol, ProtocolHTTP1, ProtocolH2))
+		errs = append(errs, fmt.Errorf("--protocol %q: want %s, %s or %s", o.Protocol, ProtocolHTTP1, ProtocolH2, ProtocolGRPC))
 	}
 	if o.RollIdle && !o.Rolls {
 		errs = append(errs, errors.New("--roll-idle: rolls nothing without --rolls"))
@@ -172,6 +173,7 @@ func (o LocalOptions) Validate() error {
 const (
 	ProtocolHTTP1 = "http1"
 	ProtocolH2    = "h2"
+	ProtocolGRPC  = "grpc"
 )
 
 // restartOverlaps refuses two engine-restart faults of one node whose
@@ -419,7 +421,7 @@ func (l *local) startReplica(ctx context.Context, name string) (*replica, error)
 	if l.o.NoDrain {
 		args = append(args, "--no-drain")
 	}
-	if l.o.Protocol == ProtocolH2 {
+	if l.o.Protocol == ProtocolH2 || l.o.Protocol == ProtocolGRPC {
 		args = append(args, "--h2c")
 	}
 	p, err := startProc("target "+name, l.self, logf, args...)
@@ -561,8 +563,11 @@ func (l *local) writeInputs(targets []render.Target) error {
 	}
 	ro.Backends = len(l.engines)
 	ro.PerTargetFloors = true
-	if l.o.Protocol == ProtocolH2 {
+	switch l.o.Protocol {
+	case ProtocolH2:
 		ro.Protocol = "http2"
+	case ProtocolGRPC:
+		ro.GRPC = true
 	}
 	r, err := render.Render(ro)
 	if err != nil {
