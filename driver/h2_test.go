@@ -99,27 +99,16 @@ func TestIntegrationH2Fixture(t *testing.T) {
 		t.Fatalf("exit %d, want 1 (the 5xx threshold fails)", res.code)
 	}
 	for _, tg := range targets {
-		e := res.execution(t, "h2/"+tg.name)
-		br, ok := backendOf(t, e, engine)
-		if !ok {
-			t.Fatalf("%s: no result", e.Label)
-		}
-		if err := br.Conserves(); err != nil || br.Planned != 10 || record.Sum(br.Counters) != 10 {
-			t.Errorf("%s: planned %d, outcomes %d, conservation %v", e.Label, br.Planned, record.Sum(br.Counters), err)
-		}
-		for k, v := range tg.want {
-			if br.Counters[k] != v {
-				t.Errorf("%s: %s = %d, want %d (all %v)", e.Label, k, br.Counters[k], v, br.Counters)
-			}
-		}
+		label := "h2/" + tg.name
+		br := exactResult(t, res, label, engine, 10, tg.want)
 		// The fixture also speaks HTTP/1.1: each request must have come
 		// over HTTP/2.
 		if n := servers[tg.name].Status().Services[0].HTTP2Requests; n != 10 {
-			t.Errorf("%s: the fixture saw %d HTTP/2 requests, want 10", e.Label, n)
+			t.Errorf("%s: the fixture saw %d HTTP/2 requests, want 10", label, n)
 		}
 		for _, k := range []string{record.HTTP2xx, record.HTTP5xx, record.StreamResets, record.RequestTimeout, record.InflightLost, record.PoolOverflow, record.PoolConnectionFailure} {
 			if _, want := tg.want[k]; !want && br.Counters[k] != 0 {
-				t.Errorf("%s: unexpected %s = %d", e.Label, k, br.Counters[k])
+				t.Errorf("%s: unexpected %s = %d", label, k, br.Counters[k])
 			}
 		}
 	}

@@ -258,6 +258,13 @@ func (x *execution) result(backendName string) *enginev1.Result {
 		id := record.LatencyPrefix + string(rune('1'+class)) + "xx"
 		r.Statistics = append(r.Statistics, statistic(id, h))
 	}
+	if x.spec.h2 != nil && x.spec.h2.grpc {
+		h := merge(newLatencyHist, func(s *workerStats) *hdrhistogram.Histogram { return s.message })
+		if h == nil {
+			h = newLatencyHist()
+		}
+		r.Statistics = append(r.Statistics, statistic(record.LatencyGRPCOK, h))
+	}
 	r.Statistics = append(r.Statistics,
 		statistic(record.RequestToResponse, merge(newHist, func(s *workerStats) *hdrhistogram.Histogram { return s.r2r })),
 		statistic(record.QueueToConnect, merge(newHist, func(s *workerStats) *hdrhistogram.Histogram { return s.q2c })),

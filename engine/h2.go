@@ -25,6 +25,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -32,12 +33,14 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"golang.org/x/net/http2"
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/engine/httpwire"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // defaultStreams caps the requests in flight on one connection when the
@@ -53,6 +56,8 @@ type h2Spec struct {
 	header  http.Header
 	body    []byte
 	streams int // per connection
+	// grpc: each request is a gRPC unary call, body its framed message.
+	grpc bool
 }
 
 // parseH2 prepares the HTTP/2 request of req (target u, whose headers
@@ -77,6 +82,18 @@ func parseH2(req *enginev1.ExecuteRequest, u *url.URL) *h2Spec {
 		default:
 			h.header.Add(name, value)
 		}
+	}
+	if req.GetGrpc().GetMode() == enginev1.GRPC_UNARY {
+		// A unary call: one length-prefixed message (uncompressed, the
+		// 4-byte big-endian length), and the headers gRPC requires.
+		h.grpc = true
+		h.method = http.MethodPost
+		framed := make([]byte, 5+len(h.body))
+		binary.BigEndian.PutUint32(framed[1:5], uint32(len(h.body)))
+		copy(framed[5:], h.body)
+		h.body = framed
+		h.header.Set("Content-Type", "application/grpc")
+		h.header.Set("Te", "trailers")
 	}
 	h.streams = int(req.GetMaxConcurrentStreams())
 	if h.streams == 0 {
@@ -170,7 +187,7 @@ func (w *worker) h2Request(due int64) {
 	if rt := w.spec.requestTimeout; rt > 0 {
 		ctx, cancel = context.WithTimeout(ctx, rt)
 	}
-	code, headersDone, err := w.h2RoundTrip(ctx, c)
+	code, status, headersDone, err := w.h2RoundTrip(ctx, c)
 	cancel()
 	end := w.now()
 	// What a sample says of the connection: as it was when the request
@@ -179,14 +196,17 @@ func (w *worker) h2Request(due int64) {
 	if err != nil {
 		timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 		w.roundTripFailure(&d, due, timedOut, headersDone, h2ResetReason(err, w.aborted.Load()))
+	} else if w.spec.h2.grpc {
+		w.stats.grpcAnswer(code, status, due, end, inHand, &d)
 	} else {
 		w.stats.response(code, due, end, inHand, &d)
 	}
 	w.h2Done(c)
 }
 
-// h2RoundTrip sends the request on c and reads its response to the end.
-func (w *worker) h2RoundTrip(ctx context.Context, c *h2Conn) (int, bool, error) {
+// h2RoundTrip sends the request on c and reads its response to the end:
+// its status code and, of a gRPC call, its grpc-status (-1: none).
+func (w *worker) h2RoundTrip(ctx context.Context, c *h2Conn) (int, int, bool, error) {
 	h := w.spec.h2
 	req := &http.Request{
 		Method:        h.method,
@@ -202,17 +222,41 @@ func (w *worker) h2RoundTrip(ctx context.Context, c *h2Conn) (int, bool, error) 
 	req = req.WithContext(ctx)
 	resp, err := c.cc.RoundTrip(req)
 	if err != nil {
-		return 0, false, err
+		return 0, -1, false, err
 	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
-		return 0, true, err
+		return 0, -1, true, err
 	}
 	if resp.StatusCode < 100 || resp.StatusCode > 599 {
-		return 0, true, http2.ConnectionError(http2.ErrCodeProtocol)
+		return 0, -1, true, http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	return resp.StatusCode, true, nil
+	status := -1
+	if h.grpc {
+		status = grpcStatus(resp)
+	}
+	return resp.StatusCode, status, true, nil
+}
+
+// grpcStatus reads a gRPC answer's grpc-status: the trailer, or the header
+// of a trailers-only answer; -1 when it has none or one that is not a
+// code of 0..16.
+func grpcStatus(resp *http.Response) int {
+	v, ok := resp.Trailer["Grpc-Status"]
+	if !ok {
+		v = resp.Header["Grpc-Status"]
+	}
+	if len(v) != 1 {
+		return -1
+	}
+	// Only the canonical decimal spelling: "01", "+1" or "-0" is not a
+	// status gRPC sends.
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < 0 || n > record.GRPCMaxStatus || strconv.Itoa(n) != v[0] {
+		return -1
+	}
+	return n
 }
 
 // h2Acquire finds the request a stream: on a connection with room, on a

@@ -261,6 +261,14 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 		default:
 			errs = append(errs, fieldErr("protocol", "%d is not HTTP1 or HTTP2", req.GetProtocol()))
 		}
+		if g := req.GetGrpc(); g != nil {
+			switch {
+			case req.GetProtocol() != enginev1.Protocol_HTTP2:
+				errs = append(errs, fieldErr("grpc", "requires protocol HTTP2"))
+			case g.GetMode() != enginev1.GRPC_UNARY:
+				errs = append(errs, fieldErr("grpc.mode", "%s is not driven by this engine (UNARY only)", g.GetMode()))
+			}
+		}
 	}
 
 	var precondition error

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -57,7 +59,12 @@ const (
 	cTCPClosed
 	cUDPSent
 	cUDPUnexpected
-	numCounters
+	// gRPC mode: grpc_status.0..16 and .missing (indexed by
+	// grpcStatusID), and grpc_error; see record.GRPCStatusPrefix.
+	cGRPCStatus0
+	cGRPCStatusMissing = cGRPCStatus0 + record.GRPCMaxStatus + 1
+	cGRPCError         = cGRPCStatusMissing + 1
+	numCounters        = cGRPCError + 1
 )
 
 // counterNames are the compatibility names of the counters.
@@ -102,6 +109,22 @@ var counterNames = [numCounters]string{
 	cTCPClosed:            record.TCPConnectionClosed,
 	cUDPSent:              record.UDPDatagramsSent,
 	cUDPUnexpected:        record.UDPUnexpected,
+	cGRPCStatusMissing:    record.GRPCStatusMissing,
+	cGRPCError:            record.GRPCError,
+}
+
+func init() {
+	for code := 0; code <= record.GRPCMaxStatus; code++ {
+		counterNames[cGRPCStatus0+counterID(code)] = record.GRPCStatusPrefix + strconv.Itoa(code)
+	}
+}
+
+// grpcStatusID is the counter of grpc-status code, -1 meaning none.
+func grpcStatusID(code int) counterID {
+	if code < 0 || code > record.GRPCMaxStatus {
+		return cGRPCStatusMissing
+	}
+	return cGRPCStatus0 + counterID(code)
 }
 
 // counterSet is a snapshot of counters.
@@ -126,9 +149,16 @@ func (c *counterSet) toMap() map[string]uint64 {
 }
 
 // outcomes sums the outcome classes, of every mode: each counts none of
-// the others'.
+// the others'. A gRPC execution's (any grpc_status counted) is read by its
+// own law (record.OutcomeSum).
 func (c *counterSet) outcomes() uint64 {
 	var n uint64
+	if grpc := c[cGRPCStatus0 : cGRPCStatusMissing+1]; slices.ContainsFunc(grpc, func(v uint64) bool { return v > 0 }) {
+		for _, v := range grpc {
+			n += v
+		}
+		return n + c[cConnFailure] + c[cConnTimeout] + c[cOverflow] + c[cInflightLost] + c[cLateDropped]
+	}
 	for i := cHTTP1xx; i <= cLateDropped; i++ {
 		n += c[i]
 	}
@@ -189,7 +219,8 @@ type workerStats struct {
 	// ended.
 	lateness *hdrhistogram.Histogram
 	// message is the latency of a TCP or UDP message, from its due time
-	// to its echo; nil in HTTP mode.
+	// to its echo; of a gRPC call with grpc-status 0 (latency_grpc_ok) in
+	// gRPC mode; nil in HTTP mode.
 	message *hdrhistogram.Histogram
 }
 
@@ -253,6 +284,37 @@ func (s *workerStats) response(code int, due, end, inHand int64, c *conn) {
 		s.sampleLocked(b, f)
 	}
 	s.tl.done(b)
+	s.mu.Unlock()
+}
+
+// grpcAnswer counts the answer with HTTP status code and grpc-status
+// status (-1: none) to the gRPC call due at due: its grpc_status counter,
+// grpc_error unless 0, latency_grpc_ok when 0. A call answered 2xx counts
+// in http_2xx only when its status is 0; a failed one with 2xx is in no
+// HTTP class (its grpc_status is its outcome class). The bucket is open
+// until response or the done below.
+func (s *workerStats) grpcAnswer(code, status int, due, end, inHand int64, c *conn) {
+	id := grpcStatusID(status)
+	s.detail(due, id, 1)
+	if id != cGRPCStatus0 {
+		s.detail(due, cGRPCError, 1)
+	} else {
+		s.mu.Lock()
+		if s.message == nil {
+			s.message = newLatencyHist()
+		}
+		recordValue(s.message, end-due)
+		s.mu.Unlock()
+	}
+	if code/100 != 2 || id == cGRPCStatus0 {
+		s.response(code, due, end, inHand, c)
+		return
+	}
+	s.outcomeAt(end)
+	s.mu.Lock()
+	recordValue(s.r2r, end-inHand)
+	recordValue(s.q2c, inHand-due)
+	s.tl.done(s.tl.get(bucketOf(due, s.tl.width)))
 	s.mu.Unlock()
 }
 

@@ -503,8 +503,14 @@ func (w *worker) failure(c *conn, due int64, err error, headersDone bool) {
 func (w *worker) roundTripFailure(c *conn, due int64, timedOut, headersDone bool, reason counterID) {
 	f := failSample{due: due, at: w.now(), class: uint8(cInflightLost), reason: noDetail, phase: noDetail}
 	c.describe(&f)
+	expired := w.expired.Load()
+	if !expired && w.spec.h2 != nil && w.spec.h2.grpc {
+		// A gRPC call with a stream that ended without a status.
+		w.stats.detail(due, cGRPCStatusMissing, 1)
+		w.stats.detail(due, cGRPCError, 1)
+	}
 	switch {
-	case w.expired.Load():
+	case expired:
 	case timedOut && !w.aborted.Load():
 		f.class = uint8(cRequestTimeout)
 	default:

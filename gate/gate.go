@@ -307,8 +307,9 @@ A target passes when ALL of these hold:
     tcp_deferred, tcp_unavailable, tcp_echo_mismatch, tcp_inflight_lost,
     tcp_drain_incomplete, tcp_connect_failures, tcp_connection_closed; of
     a udp:// target udp_lost, udp_send_errors, udp_deferred,
-    udp_unavailable, udp_unexpected (listed by class and node, never
-    added across classes);
+    udp_unavailable, udp_unexpected; of a grpc unary target grpc_error
+    and every grpc_status.<code> but grpc_status.0 (1..16, missing)
+    (listed by class and node, never added across classes);
   - every node's http_2xx lies within --floor-pct and 200 - --floor-pct
     percent of share x the configured duration (share x (D - T/2) with a
     ramp of T), in exact arithmetic;
@@ -322,7 +323,12 @@ A target passes when ALL of these hold:
     + tcp_deferred + tcp_unavailable, a UDP target's
     udp_datagrams_received + udp_lost + udp_send_errors + udp_deferred +
     udp_unavailable; their http_2xx (in these lines) is the messages that
-    succeeded: echoed (or, without an echo, written) or, for UDP, echoed. No slack: the floor's 1 % exists for the older sortie +
+    succeeded: echoed (or, without an echo, written) or, for UDP, echoed.
+    A gRPC target's (one with a grpc_status counter) are every
+    grpc_status.<code> + pool_connection_failure + pool_failure_timeout +
+    pool_overflow + http_inflight_lost + late_dropped: each call with a
+    stream has one grpc-status, and a failed call answered 200 is in no
+    HTTP class; its http_2xx is the calls with grpc-status 0. No slack: the floor's 1 % exists for the older sortie +
     Nighthawk stack, whose results carry no planned and are judged by the
     floor alone;
   - every node's own elapsed time is within 5 % of the planned duration,

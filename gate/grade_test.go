@@ -374,8 +374,9 @@ func TestDriverGapsNamed(t *testing.T) {
 	}
 }
 
-// TestMessageTargets grades TCP and UDP targets: a clean one passes on its
-// echoes (none of them http_2xx), and each failure class of the modes
+// TestMessageTargets grades TCP, UDP and gRPC unary targets: a clean one
+// passes on its echoes (none of them http_2xx) or OK calls, and each
+// failure class of the modes
 // fails it, named with its node; a node that lost messages to no class is
 // an accounting error.
 func TestMessageTargets(t *testing.T) {
@@ -384,6 +385,7 @@ func TestMessageTargets(t *testing.T) {
 	}
 	tcpClean := map[string]uint64{record.TCPMessagesSent: 1350, record.TCPMessagesReceived: 1350, record.TCPConnectionsOpened: 1}
 	udpClean := map[string]uint64{record.UDPDatagramsSent: 1350, record.UDPDatagramsReceived: 1350}
+	grpcClean := map[string]uint64{record.HTTP2xx: 1350, record.GRPCStatusOK: 1350}
 	for _, tc := range []struct {
 		name string
 		b    map[string]uint64
@@ -398,11 +400,22 @@ func TestMessageTargets(t *testing.T) {
 		{"udp lost", map[string]uint64{record.UDPDatagramsSent: 1350, record.UDPDatagramsReceived: 1345, record.UDPLost: 5},
 			"failures udp_lost=5 [node=5]"},
 		{"udp unaccounted", map[string]uint64{record.UDPDatagramsSent: 1349, record.UDPDatagramsReceived: 1349}, "accounting"},
+		// gRPC unary: a failed call answered 200 is in no HTTP class,
+		// only in its grpc_status, by which the gRPC law accounts for it.
+		{"grpc clean", grpcClean, ""},
+		{"grpc unavailable", map[string]uint64{record.HTTP2xx: 1347, record.GRPCStatusOK: 1347, record.GRPCStatusPrefix + "14": 3, record.GRPCError: 3},
+			"failures grpc_error=3 [node=3] grpc_status.14=3 [node=3]"},
+		{"grpc reset", map[string]uint64{record.HTTP2xx: 1348, record.GRPCStatusOK: 1348, record.StreamResets: 2, record.GRPCStatusMissing: 2, record.GRPCError: 2},
+			"grpc_status.missing=2 [node=2]"},
+		{"grpc unaccounted", map[string]uint64{record.HTTP2xx: 1349, record.GRPCStatusOK: 1349}, "accounting"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clean := tcpClean
-			if strings.HasPrefix(tc.name, "udp") {
+			switch {
+			case strings.HasPrefix(tc.name, "udp"):
 				clean = udpClean
+			case strings.HasPrefix(tc.name, "grpc"):
+				clean = grpcClean
 			}
 			e := execution(t, "a", "9", 150000, msgs(addrA, clean), msgs(addrB, tc.b))
 			v := Grade(input(e))

@@ -1,5 +1,10 @@
 package record
 
+import (
+	"math/bits"
+	"strings"
+)
+
 // The benchmark.* counters and statistics that the engine produces and the
 // driver and gate read. The names are part of the compatibility contract
 // and never change.
@@ -125,6 +130,75 @@ const (
 	UDPUnexpected = "benchmark.udp_unexpected"
 )
 
+// gRPC unary counters (an execution with grpc mode unary), the names of
+// the sortie + Nighthawk stack. Every call that got a stream (an answer, a
+// reset, a request timeout) counts exactly one grpc_status.<code>: the
+// grpc-status it ended with, 0..16, or missing when it had none (a reset,
+// a timeout, an answer without the field or with one that is not a code
+// of 0..16). Any status but 0 is also a grpc_error. A call answered with
+// HTTP 2xx is http_2xx only when its status is 0; other HTTP classes are
+// counted as ever. So the conservation of a gRPC execution is
+//
+//	planned = Σ grpc_status.* + pool_connection_failure + pool_failure_timeout
+//	        + pool_overflow + http_inflight_lost + late_dropped (+ unsent)
+//
+// (GRPCOutcomes), and OutcomeSum reads a result by it when it has any
+// grpc_status counter.
+const (
+	// GRPCStatusPrefix + "0".."16" or GRPCStatusMissing.
+	GRPCStatusPrefix  = "benchmark.grpc_status."
+	GRPCStatusOK      = GRPCStatusPrefix + "0"
+	GRPCStatusMissing = GRPCStatusPrefix + "missing"
+	// GRPCError: a call whose grpc-status is not 0 (or missing).
+	GRPCError = "benchmark.grpc_error"
+)
+
+// GRPCMaxStatus is the largest gRPC status code (UNAUTHENTICATED).
+const GRPCMaxStatus = 16
+
+// GRPCStreamless are the outcome classes of a gRPC call that never had a
+// stream, so no grpc_status.
+var GRPCStreamless = []string{PoolConnectionFailure, PoolFailureTimeout, PoolOverflow, InflightLost, LateDropped}
+
+// IsGRPC says a counter map is a gRPC execution's: it has a grpc_status
+// counter. One without any had no call with a stream, and then both laws
+// agree (its HTTP classes, resets and timeouts are all zero).
+func IsGRPC(c map[string]uint64) bool {
+	for k, v := range c {
+		if v > 0 && strings.HasPrefix(k, GRPCStatusPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// OutcomeSum sums the outcome classes of c by the law of its mode: of a
+// gRPC execution Σ grpc_status.* and GRPCStreamless, of any other the
+// Outcomes. The bool says the sum overflowed 64 bits.
+func OutcomeSum(c map[string]uint64) (uint64, bool) {
+	var n, carry uint64
+	over := false
+	add := func(v uint64) {
+		n, carry = bits.Add64(n, v, 0)
+		over = over || carry != 0
+	}
+	if !IsGRPC(c) {
+		for _, k := range Outcomes {
+			add(c[k])
+		}
+		return n, over
+	}
+	for k, v := range c {
+		if strings.HasPrefix(k, GRPCStatusPrefix) {
+			add(v)
+		}
+	}
+	for _, k := range GRPCStreamless {
+		add(c[k])
+	}
+	return n, over
+}
+
 // Outcomes lists the outcome classes whose sum is the number of planned
 // requests (principle 1 of the architecture): an HTTP execution's, a TCP
 // execution's and a UDP execution's (each mode counts none of the others').
@@ -157,6 +231,9 @@ const (
 	// time to its echo.
 	TCPMessageLatency = "benchmark_tcp.message_latency"
 	UDPMessageLatency = "benchmark_udp.message_latency"
+	// LatencyGRPCOK: latency of the gRPC calls that ended with
+	// grpc-status 0, from their due time.
+	LatencyGRPCOK = "benchmark_http_client.latency_grpc_ok"
 )
 
 // Succeeded is how many of a result's requests or messages succeeded, in
@@ -178,11 +255,9 @@ var succeeding = map[string]bool{HTTP2xx: true, TCPMessagesSent: true, UDPDatagr
 // Succeeding says an outcome class counts successes (see Succeeded).
 func Succeeding(class string) bool { return succeeding[class] }
 
-// Sum adds the outcome classes of a counter map.
+// Sum adds the outcome classes of a counter map, by the law of its mode
+// (OutcomeSum).
 func Sum(c map[string]uint64) uint64 {
-	var n uint64
-	for _, k := range Outcomes {
-		n += c[k]
-	}
+	n, _ := OutcomeSum(c)
 	return n
 }

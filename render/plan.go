@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -132,6 +133,11 @@ type Options struct {
 	// Body is the message of a tcp or udp plan, echoed and matched; it
 	// must be printable ASCII without quotes or backslashes.
 	Body string
+	// GRPC renders a grpc: {mode: unary} block instead of a protocol
+	// line (gRPC means http2 and POST) and a grpc_error == 0 threshold:
+	// each request a unary call to its target's URL with an empty
+	// message.
+	GRPC bool
 }
 
 // The raw protocols of Options.Protocol.
@@ -162,6 +168,9 @@ func (o Options) zeroThresholds() []string {
 		return ZeroThresholdsTCP
 	case ProtocolUDP:
 		return ZeroThresholdsUDP
+	}
+	if o.GRPC {
+		return append(slices.Clone(ZeroThresholds), record.GRPCError)
 	}
 	return ZeroThresholds
 }
@@ -213,6 +222,9 @@ func (o Options) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("protocol %q: want http1, http2, tcp or udp", o.Protocol))
+	}
+	if o.GRPC && o.Protocol != "" && o.Protocol != "http2" {
+		errs = append(errs, fmt.Errorf("grpc with protocol %q: gRPC is http2", o.Protocol))
 	}
 	if len(o.Targets) == 0 {
 		errs = append(errs, errors.New("no targets (--targets)"))
@@ -510,7 +522,11 @@ func (r *Rendered) httpFields(o Options, p func(string, ...any)) {
 	if proto == "" {
 		proto = "http1"
 	}
-	p("    protocol: %s\n", proto)
+	if o.GRPC {
+		p("    grpc: {mode: unary}\n")
+	} else {
+		p("    protocol: %s\n", proto)
+	}
 	p("    concurrency: %s\n", quote(strconv.Itoa(o.Concurrency)))
 	if r.MaxPending > 0 {
 		p("    max_pending_requests: %d\n", r.MaxPending)

@@ -162,3 +162,30 @@ func TestRawPlansParse(t *testing.T) {
 		t.Errorf("a tcp plan with an http target: %v, want it refused", err)
 	}
 }
+
+// TestGRPCPlanParses: a plan rendered with GRPC is one the driver reads as
+// gRPC unary over HTTP/2 POST, runs (not Undriven), and holds to
+// grpc_error == 0.
+func TestGRPCPlanParses(t *testing.T) {
+	o := render.DefaultOptions()
+	o.Profile, o.DNS, o.Backends, o.GRPC = "e2e", "engines:8443", 2, true
+	o.Targets = []render.Target{{Name: "svc-1", URL: "http://svc-1:8080/acme.Greeter/SayHello", Weight: 1}}
+	r, err := render.Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Parse("grpc.yaml", r.YAML)
+	if err != nil {
+		t.Fatalf("the driver refuses a rendered gRPC plan:\n%v\n%s", err, r.YAML)
+	}
+	s := p.Scenarios[0]
+	if s.GRPC == nil || s.GRPC.Mode != plan.GRPCUnary || s.Protocol != plan.ProtocolHTTP2 || s.Method != "POST" {
+		t.Errorf("scenario %+v, want grpc unary over http2 POST", s)
+	}
+	if err := p.Undriven(); err != nil {
+		t.Errorf("a gRPC unary plan is refused: %v", err)
+	}
+	if !strings.Contains(string(r.YAML), `"counter:benchmark.grpc_error == 0"`) {
+		t.Errorf("no grpc_error threshold:\n%s", r.YAML)
+	}
+}

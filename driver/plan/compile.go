@@ -176,6 +176,9 @@ func (s *Scenario) request(t Target, stageName string, ex Execution, workerRate 
 		req.Protocol = enginev1.Protocol_HTTP2
 		req.MaxConcurrentStreams = s.MaxConcurrentStreams
 	}
+	if g := s.GRPC; g != nil && g.Mode == GRPCUnary {
+		req.Grpc = &enginev1.GRPC{Mode: enginev1.GRPC_UNARY}
+	}
 	if s.RequestTimeout > 0 {
 		req.RequestTimeout = durationpb.New(s.RequestTimeout)
 	}

@@ -18,7 +18,7 @@ import (
 
 const localUsage = `Usage: soak local [--duration 60s] [--nodes 2] [--targets FILE] [--out DIR]
                   [--rolls] [--no-drain] [--roll-idle] [--fault SPEC]...
-                  [--insecure-plaintext] [--protocol http1|h2|tcp|udp]
+                  [--insecure-plaintext] [--protocol http1|h2|grpc|tcp|udp]
 
 Runs a whole soak on this machine: one fixture target process per target,
 each behind a local Service address; one engine per node as a child process
@@ -151,7 +151,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cli.DurationVar(fs, &o.CancelWait, "cancel-wait", o.CancelWait, "the driver's wait for a cancelled execution's answer before it names the engine silent")
 	fs.StringVar(&o.HTML, "html", o.HTML, "file `NAME` of the gate's HTML report in the run directory (\"\" writes none)")
 	cli.DurationVar(fs, &o.Lag, "lag", o.Lag, "how long a replica that leaves the endpoints still receives new connections")
-	fs.StringVar(&o.Protocol, "protocol", o.Protocol, "what the engines speak to the targets: http1, h2, tcp or udp (see above)")
+	fs.StringVar(&o.Protocol, "protocol", o.Protocol, "what the engines speak to the targets: http1, h2 (HTTP/2 with prior knowledge: targets with --h2c, the plan's protocol: http2), grpc (gRPC unary calls to the targets' echo service over h2c: the plan's grpc: {mode: unary}), tcp or udp (echo load; see above)")
 	fs.BoolVar(&o.InsecurePlaintext, "insecure-plaintext", o.InsecurePlaintext, "run the engines' control plane in plaintext instead of the run's mTLS (debugging only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

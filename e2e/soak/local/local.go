@@ -105,9 +105,10 @@ type LocalOptions struct {
 	InsecurePlaintext bool
 	// Protocol is what the engines speak to the targets: http1, h2
 	// (HTTP/2 with prior knowledge: the targets run with --h2c and the
-	// plan says protocol: http2), or tcp or udp (echo load on the
-	// targets' --tcp-echo or --udp-echo service: tcp:// or udp://
-	// targets with a body).
+	// plan says protocol: http2), grpc (unary calls to the targets' gRPC
+	// echo over h2c: the plan says grpc: {mode: unary}), or tcp or udp
+	// (echo load on the targets' --tcp-echo or --udp-echo service: tcp://
+	// or udp:// targets with a body).
 	Protocol string
 }
 
@@ -148,9 +149,9 @@ func (o LocalOptions) Validate() error {
 		errs = append(errs, errors.New("--progress, --deadline-grace, --answer-window, --cancel-wait and --lag must not be negative"))
 	}
 	switch o.Protocol {
-	case ProtocolHTTP1, ProtocolH2, ProtocolTCP, ProtocolUDP:
+	case ProtocolHTTP1, ProtocolH2, ProtocolGRPC, ProtocolTCP, ProtocolUDP:
 	default:
-		errs = append(errs, fmt.Errorf("--protocol %q: want %s, %s, %s or %s", o.Protocol, ProtocolHTTP1, ProtocolH2, ProtocolTCP, ProtocolUDP))
+		errs = append(errs, fmt.Errorf("--protocol %q: want %s, %s, %s, %s or %s", o.Protocol, ProtocolHTTP1, ProtocolH2, ProtocolGRPC, ProtocolTCP, ProtocolUDP))
 	}
 	if o.raw() {
 		for _, f := range o.Faults {
@@ -181,6 +182,7 @@ func (o LocalOptions) Validate() error {
 const (
 	ProtocolHTTP1 = "http1"
 	ProtocolH2    = "h2"
+	ProtocolGRPC  = "grpc"
 	ProtocolTCP   = render.ProtocolTCP
 	ProtocolUDP   = render.ProtocolUDP
 )
@@ -447,7 +449,7 @@ func (l *local) startReplica(ctx context.Context, name string) (*replica, error)
 	// address; the HTTP service and the control endpoint still run.
 	echoLine, lines := name, 2
 	switch l.o.Protocol {
-	case ProtocolH2:
+	case ProtocolH2, ProtocolGRPC:
 		args = append(args, "--h2c")
 	case ProtocolTCP:
 		args = append(args, "--tcp-echo", "127.0.0.1:0", "--echo-drain-grace", l.echoDrain().String())
@@ -620,6 +622,8 @@ func (l *local) writeInputs(targets []render.Target) error {
 		ro.Protocol = "http2"
 	case ProtocolTCP, ProtocolUDP:
 		ro.Protocol, ro.Body = l.o.Protocol, rawBody
+	case ProtocolGRPC:
+		ro.GRPC = true
 	}
 	r, err := render.Render(ro)
 	if err != nil {

@@ -130,7 +130,7 @@ func TestLocalOptionsValidate(t *testing.T) {
 	o := DefaultLocalOptions()
 	o.Duration = 20 * time.Second
 	o.RollIdle = true
-	o.Protocol = "grpc"
+	o.Protocol = "websocket"
 	o.Faults = []Fault{
 		{Kind: TargetFail, Subject: "svc-1", At: 19 * time.Second, For: 2 * time.Second},
 		{Kind: TargetFail, Subject: "svc-1", At: 19 * time.Second, Count: 5},
@@ -149,7 +149,7 @@ func TestLocalOptionsValidate(t *testing.T) {
 	for _, want := range []string{
 		"--fault engine-restart:node-a@4s+5s and --fault engine-restart:node-a@8s+3s: the node's engine is still down",
 		"--roll-idle: rolls nothing without --rolls",
-		`--protocol "grpc": want http1, h2, tcp or udp`,
+		`--protocol "websocket": want http1, h2, grpc, tcp or udp`,
 		"--fault target-fail:svc-1@19s+2s: the window ends after the load",
 		"--fault target-fail:svc-1@20s+5: starts after the load ends",
 	} {

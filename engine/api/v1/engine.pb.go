@@ -75,6 +75,64 @@ func (Protocol) EnumDescriptor() ([]byte, []int) {
 	return file_engine_proto_rawDescGZIP(), []int{0}
 }
 
+// Mode of the calls.
+type GRPC_Mode int32
+
+const (
+	// Refused: a grpc block names its mode.
+	GRPC_MODE_UNSPECIFIED GRPC_Mode = 0
+	// UNARY: each request is one unary call: a POST with content-type
+	// application/grpc and te: trailers, the body framed as one
+	// length-prefixed message, scored on grpc-status (the trailer, or the
+	// header of a trailers-only answer). Every call that got a stream
+	// (answered, reset or timed out) counts exactly one
+	// benchmark.grpc_status.<code> (0..16, or missing); any but 0 also
+	// benchmark.grpc_error. A call whose grpc-status is not 0 is not
+	// benchmark.http_2xx; its HTTP status class, when not 2xx, is counted
+	// as usual. Statistic benchmark_http_client.latency_grpc_ok: the
+	// latency of calls with grpc-status 0.
+	GRPC_UNARY GRPC_Mode = 1
+)
+
+// Enum value maps for GRPC_Mode.
+var (
+	GRPC_Mode_name = map[int32]string{
+		0: "MODE_UNSPECIFIED",
+		1: "UNARY",
+	}
+	GRPC_Mode_value = map[string]int32{
+		"MODE_UNSPECIFIED": 0,
+		"UNARY":            1,
+	}
+)
+
+func (x GRPC_Mode) Enum() *GRPC_Mode {
+	p := new(GRPC_Mode)
+	*p = x
+	return p
+}
+
+func (x GRPC_Mode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GRPC_Mode) Descriptor() protoreflect.EnumDescriptor {
+	return file_engine_proto_enumTypes[1].Descriptor()
+}
+
+func (GRPC_Mode) Type() protoreflect.EnumType {
+	return &file_engine_proto_enumTypes[1]
+}
+
+func (x GRPC_Mode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GRPC_Mode.Descriptor instead.
+func (GRPC_Mode) EnumDescriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{18, 0}
+}
+
 // Header is one request header.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -409,6 +467,9 @@ type ExecuteRequest struct {
 	// more waiting for a stream; beyond that a request is
 	// benchmark.pool_overflow (open loop) or waits (closed loop).
 	MaxConcurrentStreams uint32 `protobuf:"varint,31,opt,name=max_concurrent_streams,json=maxConcurrentStreams,proto3" json:"max_concurrent_streams,omitempty"`
+	// gRPC calls instead of plain HTTP requests; protocol must be HTTP2.
+	// Unset: plain HTTP.
+	Grpc *GRPC `protobuf:"bytes,32,opt,name=grpc,proto3" json:"grpc,omitempty"`
 	// Raw TCP echo load, selected by a tcp:// or tcps:// url (tcps: TLS with
 	// the tls field's settings); method, headers, connections and
 	// max_pending_requests do not apply. Unset with such a url: every
@@ -632,6 +693,13 @@ func (x *ExecuteRequest) GetMaxConcurrentStreams() uint32 {
 		return x.MaxConcurrentStreams
 	}
 	return 0
+}
+
+func (x *ExecuteRequest) GetGrpc() *GRPC {
+	if x != nil {
+		return x.Grpc
+	}
+	return nil
 }
 
 func (x *ExecuteRequest) GetTcp() *TCP {
@@ -1972,6 +2040,51 @@ func (x *InfoResponse) GetRetainedBytes() uint64 {
 	return 0
 }
 
+// GRPC makes each request of an HTTP2 execution a gRPC call.
+type GRPC struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          GRPC_Mode              `protobuf:"varint,1,opt,name=mode,proto3,enum=sortie.engine.v1.GRPC_Mode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GRPC) Reset() {
+	*x = GRPC{}
+	mi := &file_engine_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GRPC) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GRPC) ProtoMessage() {}
+
+func (x *GRPC) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GRPC.ProtoReflect.Descriptor instead.
+func (*GRPC) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GRPC) GetMode() GRPC_Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return GRPC_MODE_UNSPECIFIED
+}
+
 var File_engine_proto protoreflect.FileDescriptor
 
 const file_engine_proto_rawDesc = "" +
@@ -1993,7 +2106,7 @@ const file_engine_proto_rawDesc = "" +
 	"\bscenario\x18\x03 \x01(\tR\bscenario\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12@\n" +
 	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12\x18\n" +
-	"\abackend\x18\x06 \x01(\tR\abackend\"\xca\t\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\"\xf6\t\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x10\n" +
@@ -2022,7 +2135,8 @@ const file_engine_proto_rawDesc = "" +
 	"\x0frequest_timeout\x18\x17 \x01(\v2\x19.google.protobuf.DurationR\x0erequestTimeout\x12<\n" +
 	"\fmax_lateness\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vmaxLateness\x126\n" +
 	"\bprotocol\x18\x1e \x01(\x0e2\x1a.sortie.engine.v1.ProtocolR\bprotocol\x124\n" +
-	"\x16max_concurrent_streams\x18\x1f \x01(\rR\x14maxConcurrentStreams\x12'\n" +
+	"\x16max_concurrent_streams\x18\x1f \x01(\rR\x14maxConcurrentStreams\x12*\n" +
+	"\x04grpc\x18  \x01(\v2\x16.sortie.engine.v1.GRPCR\x04grpc\x12'\n" +
 	"\x03tcp\x18( \x01(\v2\x15.sortie.engine.v1.TCPR\x03tcp\x12'\n" +
 	"\x03udp\x18) \x01(\v2\x15.sortie.engine.v1.UDPR\x03udp\"\xde\x01\n" +
 	"\x03TCP\x12 \n" +
@@ -2144,7 +2258,12 @@ const file_engine_proto_rawDesc = "" +
 	" \x01(\rR\n" +
 	"gomaxprocs\x12/\n" +
 	"\x13retained_executions\x18\v \x01(\rR\x12retainedExecutions\x12%\n" +
-	"\x0eretained_bytes\x18\f \x01(\x04R\rretainedBytes* \n" +
+	"\x0eretained_bytes\x18\f \x01(\x04R\rretainedBytes\"`\n" +
+	"\x04GRPC\x12/\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x1b.sortie.engine.v1.GRPC.ModeR\x04mode\"'\n" +
+	"\x04Mode\x12\x14\n" +
+	"\x10MODE_UNSPECIFIED\x10\x00\x12\t\n" +
+	"\x05UNARY\x10\x01* \n" +
 	"\bProtocol\x12\t\n" +
 	"\x05HTTP1\x10\x00\x12\t\n" +
 	"\x05HTTP2\x10\x012\xb8\x02\n" +
@@ -2166,81 +2285,85 @@ func file_engine_proto_rawDescGZIP() []byte {
 	return file_engine_proto_rawDescData
 }
 
-var file_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_engine_proto_goTypes = []any{
 	(Protocol)(0),                 // 0: sortie.engine.v1.Protocol
-	(*Header)(nil),                // 1: sortie.engine.v1.Header
-	(*TLS)(nil),                   // 2: sortie.engine.v1.TLS
-	(*Stats)(nil),                 // 3: sortie.engine.v1.Stats
-	(*ExecuteRequest)(nil),        // 4: sortie.engine.v1.ExecuteRequest
-	(*TCP)(nil),                   // 5: sortie.engine.v1.TCP
-	(*UDP)(nil),                   // 6: sortie.engine.v1.UDP
-	(*AttachRequest)(nil),         // 7: sortie.engine.v1.AttachRequest
-	(*ExecuteEvent)(nil),          // 8: sortie.engine.v1.ExecuteEvent
-	(*Started)(nil),               // 9: sortie.engine.v1.Started
-	(*Progress)(nil),              // 10: sortie.engine.v1.Progress
-	(*Bucket)(nil),                // 11: sortie.engine.v1.Bucket
-	(*FailureSample)(nil),         // 12: sortie.engine.v1.FailureSample
-	(*Statistic)(nil),             // 13: sortie.engine.v1.Statistic
-	(*Result)(nil),                // 14: sortie.engine.v1.Result
-	(*CancelRequest)(nil),         // 15: sortie.engine.v1.CancelRequest
-	(*CancelResponse)(nil),        // 16: sortie.engine.v1.CancelResponse
-	(*InfoRequest)(nil),           // 17: sortie.engine.v1.InfoRequest
-	(*InfoResponse)(nil),          // 18: sortie.engine.v1.InfoResponse
-	nil,                           // 19: sortie.engine.v1.Progress.CountersEntry
-	nil,                           // 20: sortie.engine.v1.Bucket.CountersEntry
-	nil,                           // 21: sortie.engine.v1.Result.CountersEntry
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(GRPC_Mode)(0),                // 1: sortie.engine.v1.GRPC.Mode
+	(*Header)(nil),                // 2: sortie.engine.v1.Header
+	(*TLS)(nil),                   // 3: sortie.engine.v1.TLS
+	(*Stats)(nil),                 // 4: sortie.engine.v1.Stats
+	(*ExecuteRequest)(nil),        // 5: sortie.engine.v1.ExecuteRequest
+	(*TCP)(nil),                   // 6: sortie.engine.v1.TCP
+	(*UDP)(nil),                   // 7: sortie.engine.v1.UDP
+	(*AttachRequest)(nil),         // 8: sortie.engine.v1.AttachRequest
+	(*ExecuteEvent)(nil),          // 9: sortie.engine.v1.ExecuteEvent
+	(*Started)(nil),               // 10: sortie.engine.v1.Started
+	(*Progress)(nil),              // 11: sortie.engine.v1.Progress
+	(*Bucket)(nil),                // 12: sortie.engine.v1.Bucket
+	(*FailureSample)(nil),         // 13: sortie.engine.v1.FailureSample
+	(*Statistic)(nil),             // 14: sortie.engine.v1.Statistic
+	(*Result)(nil),                // 15: sortie.engine.v1.Result
+	(*CancelRequest)(nil),         // 16: sortie.engine.v1.CancelRequest
+	(*CancelResponse)(nil),        // 17: sortie.engine.v1.CancelResponse
+	(*InfoRequest)(nil),           // 18: sortie.engine.v1.InfoRequest
+	(*InfoResponse)(nil),          // 19: sortie.engine.v1.InfoResponse
+	(*GRPC)(nil),                  // 20: sortie.engine.v1.GRPC
+	nil,                           // 21: sortie.engine.v1.Progress.CountersEntry
+	nil,                           // 22: sortie.engine.v1.Bucket.CountersEntry
+	nil,                           // 23: sortie.engine.v1.Result.CountersEntry
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_engine_proto_depIdxs = []int32{
-	22, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
-	1,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
-	22, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
-	22, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
-	23, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
-	22, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	2,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
-	22, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
-	3,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
-	22, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
-	22, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
-	22, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
-	22, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
+	24, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
+	2,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
+	24, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
+	24, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
+	25, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
+	24, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	3,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
+	24, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
+	4,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
+	24, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
+	24, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
+	24, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
+	24, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
 	0,  // 13: sortie.engine.v1.ExecuteRequest.protocol:type_name -> sortie.engine.v1.Protocol
-	5,  // 14: sortie.engine.v1.ExecuteRequest.tcp:type_name -> sortie.engine.v1.TCP
-	6,  // 15: sortie.engine.v1.ExecuteRequest.udp:type_name -> sortie.engine.v1.UDP
-	22, // 16: sortie.engine.v1.TCP.drain_duration:type_name -> google.protobuf.Duration
-	22, // 17: sortie.engine.v1.UDP.timeout:type_name -> google.protobuf.Duration
-	22, // 18: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
-	9,  // 19: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
-	10, // 20: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
-	14, // 21: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
-	23, // 22: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
-	22, // 23: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
-	22, // 24: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
-	19, // 25: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
-	11, // 26: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
-	12, // 27: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
-	20, // 28: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
-	21, // 29: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
-	13, // 30: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
-	23, // 31: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	22, // 32: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	4,  // 33: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
-	15, // 34: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
-	17, // 35: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
-	7,  // 36: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
-	8,  // 37: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
-	16, // 38: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
-	18, // 39: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
-	8,  // 40: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
-	37, // [37:41] is the sub-list for method output_type
-	33, // [33:37] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	20, // 14: sortie.engine.v1.ExecuteRequest.grpc:type_name -> sortie.engine.v1.GRPC
+	6,  // 15: sortie.engine.v1.ExecuteRequest.tcp:type_name -> sortie.engine.v1.TCP
+	7,  // 16: sortie.engine.v1.ExecuteRequest.udp:type_name -> sortie.engine.v1.UDP
+	24, // 17: sortie.engine.v1.TCP.drain_duration:type_name -> google.protobuf.Duration
+	24, // 18: sortie.engine.v1.UDP.timeout:type_name -> google.protobuf.Duration
+	24, // 19: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
+	10, // 20: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
+	11, // 21: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
+	15, // 22: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
+	25, // 23: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
+	24, // 24: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
+	24, // 25: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
+	21, // 26: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
+	12, // 27: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
+	13, // 28: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
+	22, // 29: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
+	23, // 30: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
+	14, // 31: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
+	25, // 32: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	24, // 33: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	1,  // 34: sortie.engine.v1.GRPC.mode:type_name -> sortie.engine.v1.GRPC.Mode
+	5,  // 35: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
+	16, // 36: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
+	18, // 37: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
+	8,  // 38: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
+	9,  // 39: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
+	17, // 40: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
+	19, // 41: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
+	9,  // 42: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
+	39, // [39:43] is the sub-list for method output_type
+	35, // [35:39] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_engine_proto_init() }
@@ -2259,8 +2382,8 @@ func file_engine_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_proto_rawDesc), len(file_engine_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   21,
+			NumEnums:      2,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
