@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/sortie-soak/sortie/internal/helmvalues"
 )
 
 // testRelease and testNamespace are the release the tests render; the
@@ -45,22 +47,9 @@ func vals(kv ...any) map[string]any {
 	// those of testdata/plan.yaml, unless the test says otherwise.
 	m := map[string]any{"engine": map[string]any{"allowTargets": []any{"*.aether-test.mesh"}}}
 	for i := 0; i < len(kv); i += 2 {
-		set(m, kv[i].(string), kv[i+1])
+		helmvalues.Set(m, kv[i].(string), kv[i+1])
 	}
 	return m
-}
-
-func set(m map[string]any, path string, v any) {
-	parts := strings.Split(path, ".")
-	for _, p := range parts[:len(parts)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[p] = next
-		}
-		m = next
-	}
-	m[parts[len(parts)-1]] = v
 }
 
 // rendered is one release decoded into typed objects. Each field is nil

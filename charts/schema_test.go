@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sortie-soak/sortie/internal/helmvalues"
 )
 
 // schemaNode resolves a "#/definitions/x" reference against root.
@@ -90,7 +92,7 @@ func TestSchemaCoversValues(t *testing.T) {
 		// An unknown key at this level is refused, and the message says where.
 		v := vals("plan", plan)
 		if len(path) > 0 {
-			set(v, strings.Join(path, ".")+".bogusKey", 1)
+			helmvalues.Set(v, strings.Join(path, ".")+".bogusKey", 1)
 		} else {
 			v["bogusKey"] = 1
 		}

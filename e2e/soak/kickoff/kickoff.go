@@ -29,6 +29,7 @@ import (
 	"github.com/sortie-soak/sortie/gate"
 	"github.com/sortie-soak/sortie/internal/cli"
 	"github.com/sortie-soak/sortie/internal/clock"
+	"github.com/sortie-soak/sortie/internal/helmvalues"
 	"github.com/sortie-soak/sortie/record"
 	"github.com/sortie-soak/sortie/render"
 	"github.com/sortie-soak/sortie/saver"
@@ -162,7 +163,7 @@ func (k *kickoff) readInputs() error {
 		}
 	}
 	k.engineKind = "DaemonSet"
-	if kind, ok := lookup(k.base, "engine.kind").(string); ok && kind != "" {
+	if kind, ok := helmvalues.Lookup(k.base, "engine.kind").(string); ok && kind != "" {
 		k.engineKind = kind
 	}
 	if k.engineKind != "DaemonSet" && k.engineKind != "Deployment" {
@@ -395,19 +396,19 @@ func (k *kickoff) abort(ctx context.Context, format string, args ...any) error {
 // values are the release's values: the --values file, then the kickoff's
 // own on top.
 func (k *kickoff) values(job bool, plan string) map[string]any {
-	v := deepCopyMap(k.base)
-	setPath(v, "job.enabled", job)
-	setPath(v, "engine.priorityClassName", k.o.PriorityClass)
-	setPath(v, "job.priorityClassName", k.o.PriorityClass)
-	setPath(v, "report.volume", k.pvc)
-	setPath(v, "report.path", k.reportName)
-	setPath(v, "report.stream", k.streamName)
-	setPath(v, "report.live", k.liveName)
-	setPath(v, "engine.allowTargets", k.allowTargets())
-	setPath(v, "tls.enabled", k.tlsOn())
-	setPath(v, "tls.secretName", k.tlsSecretName())
+	v := helmvalues.Clone(k.base)
+	helmvalues.Set(v, "job.enabled", job)
+	helmvalues.Set(v, "engine.priorityClassName", k.o.PriorityClass)
+	helmvalues.Set(v, "job.priorityClassName", k.o.PriorityClass)
+	helmvalues.Set(v, "report.volume", k.pvc)
+	helmvalues.Set(v, "report.path", k.reportName)
+	helmvalues.Set(v, "report.stream", k.streamName)
+	helmvalues.Set(v, "report.live", k.liveName)
+	helmvalues.Set(v, "engine.allowTargets", k.allowTargets())
+	helmvalues.Set(v, "tls.enabled", k.tlsOn())
+	helmvalues.Set(v, "tls.secretName", k.tlsSecretName())
 	if plan != "" {
-		setPath(v, "plan", plan)
+		helmvalues.Set(v, "plan", plan)
 	}
 	return v
 }
@@ -1011,59 +1012,6 @@ func (l *lastLine) get() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.line
-}
-
-// lookup returns the value at a dotted path of nested maps, or nil.
-func lookup(m map[string]any, path string) any {
-	var cur any = m
-	for _, p := range strings.Split(path, ".") {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return nil
-		}
-		cur = mm[p]
-	}
-	return cur
-}
-
-// setPath sets the value at a dotted path, making maps on the way.
-func setPath(m map[string]any, path string, v any) {
-	parts := strings.Split(path, ".")
-	for _, p := range parts[:len(parts)-1] {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[p] = next
-		}
-		m = next
-	}
-	m[parts[len(parts)-1]] = v
-}
-
-// deepCopyMap copies nested maps and slices, so a call's values never
-// alias the base.
-func deepCopyMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = deepCopyValue(v)
-	}
-	return out
-}
-
-func deepCopyValue(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		return deepCopyMap(t)
-	case chartutil.Values:
-		return deepCopyMap(t)
-	case []any:
-		out := make([]any, len(t))
-		for i, e := range t {
-			out[i] = deepCopyValue(e)
-		}
-		return out
-	}
-	return v
 }
 
 // readLines splits text into its non-empty lines.

@@ -74,32 +74,10 @@ const standInValues = `images:
     digest: "sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
 `
 
-// recorder is the golden transcript: the kickoff's API actions and the
-// Helm calls, in the order they were made.
-type recorder struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (r *recorder) add(s string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, s)
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.lines) == 0 {
-		return ""
-	}
-	return strings.Join(r.lines, "\n") + "\n"
-}
-
 // fakeHelm records every call and acts like the chart on the fake
 // cluster: an install makes the engines, an upgrade the driver's Job.
 type fakeHelm struct {
-	rec       *recorder
+	rec       *kubetest.Recorder
 	mu        sync.Mutex
 	installed bool
 	status    string // a release that exists before the run
@@ -110,7 +88,7 @@ type fakeHelm struct {
 var _ cluster.Helm = (*fakeHelm)(nil)
 
 func (h *fakeHelm) Install(_ context.Context, release, ns string, values map[string]any) error {
-	h.rec.add(fmt.Sprintf("helm install %s ns=%s %s", release, ns, flatValues(release, values)))
+	h.rec.Add(fmt.Sprintf("helm install %s ns=%s %s", release, ns, flatValues(release, values)))
 	h.mu.Lock()
 	h.installed = true
 	h.mu.Unlock()
@@ -121,7 +99,7 @@ func (h *fakeHelm) Install(_ context.Context, release, ns string, values map[str
 }
 
 func (h *fakeHelm) Upgrade(_ context.Context, release, ns string, values map[string]any) error {
-	h.rec.add(fmt.Sprintf("helm upgrade %s ns=%s %s", release, ns, flatValues(release, values)))
+	h.rec.Add(fmt.Sprintf("helm upgrade %s ns=%s %s", release, ns, flatValues(release, values)))
 	if h.onUpgrade != nil {
 		h.onUpgrade()
 	}
@@ -129,7 +107,7 @@ func (h *fakeHelm) Upgrade(_ context.Context, release, ns string, values map[str
 }
 
 func (h *fakeHelm) Uninstall(_ context.Context, release, ns string) error {
-	h.rec.add(fmt.Sprintf("helm uninstall %s ns=%s", release, ns))
+	h.rec.Add(fmt.Sprintf("helm uninstall %s ns=%s", release, ns))
 	h.mu.Lock()
 	h.installed, h.status = false, ""
 	h.mu.Unlock()
@@ -137,7 +115,7 @@ func (h *fakeHelm) Uninstall(_ context.Context, release, ns string) error {
 }
 
 func (h *fakeHelm) Status(_ context.Context, release, ns string) (string, error) {
-	h.rec.add(fmt.Sprintf("helm status %s ns=%s", release, ns))
+	h.rec.Add(fmt.Sprintf("helm status %s ns=%s", release, ns))
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -177,7 +155,7 @@ func flatValues(release string, values map[string]any) string {
 type kfix struct {
 	t       *testing.T
 	cs      *fake.Clientset
-	rec     *recorder
+	rec     *kubetest.Recorder
 	helm    *fakeHelm
 	clk     *clock.Fake // the kickoff's
 	cclk    *clock.Fake // the saver's, watchdog's and churn's
@@ -241,7 +219,7 @@ func newKfix(t *testing.T) *kfix {
 	tmp := t.TempDir()
 	fx := &kfix{
 		t:                 t,
-		rec:               &recorder{},
+		rec:               &kubetest.Recorder{},
 		clk:               clock.NewFake(kStart),
 		cclk:              clock.NewFake(kStart),
 		tmp:               tmp,
@@ -412,7 +390,7 @@ func (fx *kfix) start() {
 	})
 	// Last, so it runs first: every action, in order.
 	fx.cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		fx.rec.add(kubetest.Line(a))
+		fx.rec.Add(kubetest.Line(a))
 		return false, nil, nil
 	})
 }

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/sortie-soak/sortie/internal/helmvalues"
 	"github.com/sortie-soak/sortie/internal/runca"
 )
 
@@ -19,14 +20,14 @@ import (
 // the run's mTLS: the chart's default, unless the --values file turns it
 // off (tls.enabled: false, debugging only).
 func (k *kickoff) tlsOn() bool {
-	on, ok := lookup(k.base, "tls.enabled").(bool)
+	on, ok := helmvalues.Lookup(k.base, "tls.enabled").(bool)
 	return !ok || on
 }
 
 // tlsSecretName is the Secret the release mounts: the --values file's
 // tls.secretName, or the chart's R-sortie-tls.
 func (k *kickoff) tlsSecretName() string {
-	if name, ok := lookup(k.base, "tls.secretName").(string); ok && name != "" {
+	if name, ok := helmvalues.Lookup(k.base, "tls.secretName").(string); ok && name != "" {
 		return name
 	}
 	return k.names.TLSSecret
@@ -36,7 +37,7 @@ func (k *kickoff) tlsSecretName() string {
 // engine.allowTargets when it sets one, else the host of every target and
 // the statsd address the run resolved.
 func (k *kickoff) allowTargets() []any {
-	if v, ok := lookup(k.base, "engine.allowTargets").([]any); ok && len(v) > 0 {
+	if v, ok := helmvalues.Lookup(k.base, "engine.allowTargets").([]any); ok && len(v) > 0 {
 		return v
 	}
 	seen := map[string]bool{}

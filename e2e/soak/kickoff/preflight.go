@@ -28,6 +28,7 @@ import (
 	chart "github.com/sortie-soak/sortie/charts"
 	"github.com/sortie-soak/sortie/churn"
 	"github.com/sortie-soak/sortie/e2e/soak/cluster"
+	"github.com/sortie-soak/sortie/internal/helmvalues"
 	"github.com/sortie-soak/sortie/provenance"
 	"github.com/sortie-soak/sortie/watchdog"
 )
@@ -56,7 +57,7 @@ func (k *kickoff) preflight(ctx context.Context) int {
 	ok("api: context %s answers (server %s)", k.o.Context, v.GitVersion)
 
 	for _, key := range kickoffKeys {
-		if lookup(k.base, key) != nil {
+		if helmvalues.Lookup(k.base, key) != nil {
 			k.line("PREFLIGHT note values: %s in %s is replaced by the kickoff's own", key, k.o.ValuesFile)
 		}
 	}

@@ -43,13 +43,7 @@ func TestIntegrationLabEngineRestart(t *testing.T) {
 	cs := labClient(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	run := filepath.Join(dir, "run")
-	t.Cleanup(func() { teardown(t, run) })
-
-	b := startRun(t, ctx, filepath.Join(dir, "restart.txt"),
-		append(runArgs(m), "--duration", "60s", "--settle", "5s", "--watch-interval", "10s", "--dir", run)...)
-	b.waitLoad(t)
+	b, _ := startFaultRun(t, ctx, m, "restart", "10s")
 	time.Sleep(20 * time.Second)
 	pod := enginePod(t, ctx, cs, m.Namespace, node)
 	pids := containerPIDs(t, pod, "engine")
@@ -100,13 +94,7 @@ func TestIntegrationLabSilentNode(t *testing.T) {
 	cs := labClient(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	run := filepath.Join(dir, "run")
-	t.Cleanup(func() { teardown(t, run) })
-
-	b := startRun(t, ctx, filepath.Join(dir, "silent.txt"),
-		append(runArgs(m), "--duration", "60s", "--settle", "5s", "--watch-interval", "20s", "--dir", run)...)
-	b.waitLoad(t)
+	b, run := startFaultRun(t, ctx, m, "silent", "20s")
 	node, nodeIdx := silentCandidate(t, ctx, cs, m)
 	time.Sleep(20 * time.Second)
 	pod := enginePod(t, ctx, cs, m.Namespace, node)

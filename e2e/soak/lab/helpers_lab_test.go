@@ -47,6 +47,22 @@ func startRun(t *testing.T, ctx context.Context, logFile string, args ...string)
 	return b
 }
 
+// startFaultRun starts the run every fault test strikes mid-load: a 60 s
+// `soak run e2e` on the lab (the watchdog sampling every watchInterval)
+// into a run directory of its own, its output in NAME.txt beside it, and
+// waits until its load started. It returns the run and its directory,
+// which is torn down after the test.
+func startFaultRun(t *testing.T, ctx context.Context, m lab.Manifest, name, watchInterval string) (*bgRun, string) {
+	t.Helper()
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run")
+	t.Cleanup(func() { teardown(t, run) })
+	b := startRun(t, ctx, filepath.Join(dir, name+".txt"),
+		append(runArgs(m), "--duration", "60s", "--settle", "5s", "--watch-interval", watchInterval, "--dir", run)...)
+	b.waitLoad(t)
+	return b, run
+}
+
 // waitLoad waits until the run's load started, and fails the test if the
 // run ended before.
 func (b *bgRun) waitLoad(t *testing.T) {

@@ -40,13 +40,7 @@ func TestIntegrationLabEngineRejoin(t *testing.T) {
 	cs := labClient(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	run := filepath.Join(dir, "run")
-	t.Cleanup(func() { teardown(t, run) })
-
-	b := startRun(t, ctx, filepath.Join(dir, "rejoin.txt"),
-		append(runArgs(m), "--duration", "60s", "--settle", "5s", "--watch-interval", "20s", "--dir", run)...)
-	b.waitLoad(t)
+	b, run := startFaultRun(t, ctx, m, "rejoin", "20s")
 	time.Sleep(20 * time.Second)
 	pod := enginePod(t, ctx, cs, m.Namespace, node)
 	if err := cs.CoreV1().Pods(m.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {

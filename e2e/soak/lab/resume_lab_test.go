@@ -32,13 +32,7 @@ func TestIntegrationLabDriverResume(t *testing.T) {
 	cs := labClient(t, m)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	run := filepath.Join(dir, "run")
-	t.Cleanup(func() { teardown(t, run) })
-
-	b := startRun(t, ctx, filepath.Join(dir, "resume.txt"),
-		append(runArgs(m), "--duration", "60s", "--settle", "5s", "--watch-interval", "20s", "--dir", run)...)
-	b.waitLoad(t)
+	b, run := startFaultRun(t, ctx, m, "resume", "20s")
 	time.Sleep(20 * time.Second)
 	first := driverPods(t, ctx, cs, m.Namespace)
 	if len(first) != 1 {

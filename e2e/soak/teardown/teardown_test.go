@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,32 +35,10 @@ const (
 	kContext = "kind-soak"
 )
 
-// recorder is the golden transcript: the teardown's API actions and the
-// Helm calls, in the order they were made.
-type recorder struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (r *recorder) add(s string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, s)
-}
-
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.lines) == 0 {
-		return ""
-	}
-	return strings.Join(r.lines, "\n") + "\n"
-}
-
 // fakeHelm is an installed release: it records the calls, and an uninstall
 // removes it. The teardown never installs or upgrades.
 type fakeHelm struct {
-	rec       *recorder
+	rec       *kubetest.Recorder
 	installed bool
 }
 
@@ -76,13 +53,13 @@ func (h *fakeHelm) Upgrade(context.Context, string, string, map[string]any) erro
 }
 
 func (h *fakeHelm) Uninstall(_ context.Context, release, ns string) error {
-	h.rec.add(fmt.Sprintf("helm uninstall %s ns=%s", release, ns))
+	h.rec.Add(fmt.Sprintf("helm uninstall %s ns=%s", release, ns))
 	h.installed = false
 	return nil
 }
 
 func (h *fakeHelm) Status(_ context.Context, release, ns string) (string, error) {
-	h.rec.add(fmt.Sprintf("helm status %s ns=%s", release, ns))
+	h.rec.Add(fmt.Sprintf("helm status %s ns=%s", release, ns))
 	if h.installed {
 		return "deployed", nil
 	}
@@ -94,7 +71,7 @@ func (h *fakeHelm) Status(_ context.Context, release, ns string) (string, error)
 type tfix struct {
 	t      *testing.T
 	cs     *fake.Clientset
-	rec    *recorder
+	rec    *kubetest.Recorder
 	helm   *fakeHelm
 	dir    string
 	stdout bytes.Buffer
@@ -104,10 +81,10 @@ type tfix struct {
 }
 
 func newTfix(t *testing.T, objects ...runtime.Object) *tfix {
-	fx := &tfix{t: t, cs: fake.NewClientset(objects...), rec: &recorder{}, dir: filepath.Join(t.TempDir(), "run")}
+	fx := &tfix{t: t, cs: fake.NewClientset(objects...), rec: &kubetest.Recorder{}, dir: filepath.Join(t.TempDir(), "run")}
 	fx.helm = &fakeHelm{rec: fx.rec, installed: true}
 	fx.cs.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		fx.rec.add(kubetest.Line(a))
+		fx.rec.Add(kubetest.Line(a))
 		return false, nil, nil
 	})
 	return fx
@@ -236,8 +213,8 @@ func TestTeardownUsageExits(t *testing.T) {
 			if !strings.Contains(fx.stderr.String(), tt.out) {
 				t.Errorf("stderr lacks %q:\n%s", tt.out, fx.stderr.String())
 			}
-			if fx.clients != 0 || len(fx.rec.lines) != 0 {
-				t.Errorf("%d clients made, the cluster or Helm asked: %v", fx.clients, fx.rec.lines)
+			if asked := fx.rec.String(); fx.clients != 0 || asked != "" {
+				t.Errorf("%d clients made, the cluster or Helm asked:\n%s", fx.clients, asked)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -150,4 +151,29 @@ func Golden(t testing.TB, path, got string, update bool) {
 	if string(want) != got {
 		t.Errorf("%s differs (-want +got):\n%s", path, cmp.Diff(strings.Split(string(want), "\n"), strings.Split(got, "\n")))
 	}
+}
+
+// Recorder is a golden transcript built by hand: a test's fakes add the
+// lines of the calls they see (a Helm call, an action they act on), from
+// any goroutine, in the order they were made.
+type Recorder struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// Add appends one line.
+func (r *Recorder) Add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, s)
+}
+
+// String is every line, each ended by a newline; "" when there is none.
+func (r *Recorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lines) == 0 {
+		return ""
+	}
+	return strings.Join(r.lines, "\n") + "\n"
 }
