@@ -52,6 +52,10 @@ func writeFile(t *testing.T, name, body string) string {
 func TestCLIExitCodes(t *testing.T) {
 	valid := writeFile(t, "valid.yaml", validPlan)
 	invalid := writeFile(t, "invalid.yaml", unknownFieldPlan)
+	grpcPlan := writeFile(t, "grpc.yaml", strings.Replace(validPlan, `    target: "http://127.0.0.1:9/"`, `    target: "http://127.0.0.1:9/"
+    grpc: {mode: bidi-stream, streams: 4}`, 1))
+	wsPlan := writeFile(t, "ws.yaml", strings.Replace(validPlan, `    target: "http://127.0.0.1:9/"`, `    target: "http://127.0.0.1:9/"
+    websocket: {binary: true}`, 1))
 	tmpStream, tmpReport := filepath.Join(t.TempDir(), "s.jsonl"), filepath.Join(t.TempDir(), "r.json")
 	for _, tc := range []struct {
 		name       string
@@ -89,6 +93,10 @@ func TestCLIExitCodes(t *testing.T) {
 		{name: "run live record not writable", args: []string{"run", valid, "--live-record", filepath.Join(t.TempDir(), "no", "l.jsonl")}, code: 2, errHas: "live record"},
 		{name: "run report is a device", args: []string{"run", valid, "-o", "/dev/null"}, code: 2, errHas: "/dev/null cannot be written: it is not a regular file"},
 		{name: "run every output at once", args: []string{"run", valid, "-o", "/dev/null", "--results-stream", t.TempDir()}, code: 2, errHas: "report /dev/null cannot be written: it is not a regular file (a device)\nresults stream"},
+		{name: "run refuses grpc", args: []string{"run", grpcPlan}, code: 2, errHas: "grpc.yaml:9:11: scenario mesh: the grpc block (mode bidi-stream) is valid, but this engine drives gRPC unary only"},
+		{name: "run refuses websocket", args: []string{"run", wsPlan}, code: 2, errHas: "ws.yaml:9:16: scenario mesh: the websocket block is valid, but this engine does not drive WebSocket yet"},
+		{name: "validate grpc", args: []string{"validate", grpcPlan}, code: 0, stdoutHas: "grpc: bidi-stream, 4 streams per backend"},
+		{name: "validate websocket", args: []string{"validate", wsPlan}, code: 0, stdoutHas: "websocket: 20 streams per backend"},
 		{name: "validate", args: []string{"validate", valid}, code: 0, stdoutHas: "mesh"},
 		{name: "validate warns of no thresholds", args: []string{"validate", valid}, code: 0, stderrHas: "warning: no threshold judges 1 execution(s) (mesh)"},
 		{name: "validate /dev/zero", args: []string{"validate", "/dev/zero"}, code: 2, errHas: "plan /dev/zero is larger than 8 MiB"},

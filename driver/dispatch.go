@@ -20,6 +20,7 @@ import (
 	"github.com/sortie-soak/sortie/driver/threshold"
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/internal/cli"
+	"github.com/sortie-soak/sortie/record"
 )
 
 // scenarioRun is one scenario ready to run: its pool resolved, its stages
@@ -113,20 +114,35 @@ type call struct {
 	startAt time.Time
 	dns     string
 	// A call whose engine was lost while an engine of its node may come
-	// back (rejoin.go): lostErr says why its stream broke; the call stays
-	// pending while the driver looks for the node's engine. seg is the
-	// execution the engine that came back runs, the rest of the schedule
-	// from offset on; on a segment, parent is the call it continues and
-	// addr the address of the engine that came back.
+	// back (rejoin.go): lostErr says why its stream broke last; the call
+	// stays pending while the driver looks for the node's engine. segs
+	// are the executions engines that came back were given, in order,
+	// each the rest of the schedule from its offset on; seg is the one
+	// that runs now (nil while the driver looks). On a segment, parent is
+	// the call it continues and addr the address of the engine that came
+	// back.
 	lostErr error
-	// first is the Result of an engine that cancelled the execution
-	// itself (it was stopped: a pod deleted, drained) while the schedule
-	// had more to send: what came before the gap, whole.
+	// first is the Result of an engine (the call's own, or a segment's)
+	// that cancelled the execution itself (it was stopped: a pod
+	// deleted, drained) while the schedule had more to send: what came
+	// before the gap, whole.
 	first  *enginev1.Result
 	seg    *call
+	segs   []*call
 	parent *call
 	offset time.Duration
 	addr   string
+	// On a segment: before is what the engine ahead of it counted of its
+	// own part of the schedule, and gap the time between the two (both
+	// in the run manifest before the segment was dispatched); joined
+	// says its parent holds it in segs; resumed that a resuming driver
+	// follows it again from the manifest.
+	before          record.Counted
+	gap             record.Gap
+	joined, resumed bool
+	// bucketsBefore and samplesBefore count the live record's lines of
+	// the engines before this segment (0 on the call itself).
+	bucketsBefore, samplesBefore uint32
 	// rejoinAt is the driver's next look for the node's engine, and
 	// rejoinEnd the due time of the schedule's last request, after which
 	// nothing is left to take up; probing is set while a look is out.
@@ -291,6 +307,7 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 			c := &call{ex: ex, backend: b, id: fmt.Sprintf("%s/%s@%s", r.runID, ex.label, b), startAt: startAt, dns: sc.dns}
 			if id := sr.id(ex.label, b); id != "" {
 				c.id, c.backendName = id, r.heldName(ex.label, b)
+				resumeSegments(c, sr.rejoins[record.SeriesKey{Label: ex.label, Backend: b}])
 			}
 			c.deadline = startAt.Add(ex.duration + ex.timeout + o.Drain + o.Grace)
 			if sr != nil {
@@ -340,11 +357,16 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 		// executions with the Cancel RPC so that their results still come
 		// back on the stream.
 		c.ctx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
+		follow, err := r.followed(c)
+		if err != nil {
+			c.state, c.err, c.endedAt = lost, err, dispatched
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if sr != nil {
-				r.attach(c, events)
+				r.attach(follow, events)
 				return
 			}
 			r.execute(c, req, events)
@@ -365,6 +387,20 @@ func (r *runner) runStage(ctx context.Context, sc *scenarioRun, st *stageRun) *s
 	wg.Wait()
 	out.rejoins.Wait()
 	return out
+}
+
+// followed is the call whose stream carries c's execution: c, or, when
+// its node's engine came back before this driver resumed, the engine that
+// came back last.
+func (r *runner) followed(c *call) (*call, error) {
+	if c.seg == nil {
+		return c, nil
+	}
+	seg := c.seg
+	seg.ctx = c.ctx
+	client, err := r.client(seg.addr)
+	seg.client = client
+	return seg, err
 }
 
 // execute runs one Execute stream and reports its events.
@@ -506,7 +542,7 @@ func (r *runner) await(ctx context.Context, calls []*call, events chan event, ou
 func (r *runner) take(ev event, now time.Time, calls []*call, events chan<- event, out *stageOutcome) {
 	c := ev.c
 	if c.parent != nil {
-		r.takeSegment(c.parent, ev, now)
+		r.takeSegment(c.parent, ev, now, events, out)
 		return
 	}
 	if c.state != pending {

@@ -109,7 +109,10 @@ requests due in between, never sent, in gap_unsent ({from, to, count, why
 the gaps' counts, and the execution fails. stderr says "lost <label> on
 <backend> (<node>) at +<s>s: ...; waiting for an engine of <node> to come
 back" and "rejoined <label> on <backend> (<node>): the engine at <addr>
-takes up the schedule at +<s>s". A start
+takes up the schedule at +<s>s". An engine that came back may be lost
+again and be waited for again, each time one more gap, up to 16 engines
+that came back in one execution on one node; at the next loss the node is
+lost ("its engine came back 16 times already"). A start
 refused at an engine's execution cap cancels the whole stage and the
 scenario's later stages are not run; a stage that starts more executions
 than an engine's cap (as its Info says at the start of the run) is refused
@@ -143,7 +146,9 @@ cancelled, and of the same plan), a driver resumes instead of starting a
 second run: it checks the plan is the one the run began with, uses the backends as they
 were resolved, follows each dispatched execution again on its engine by
 its id (Attach) from where the live record ends, so no bucket is written
-twice, keeps the executions the results stream already holds as they
+twice (an execution whose node's engine came back: on the engine that came
+back last, by its own id; the manifest names each rejoin before the rest of
+the schedule is sent, with what the engine before counted and the gap), keeps the executions the results stream already holds as they
 are, dispatches the stages not yet dispatched, and writes one report. The
 deadlines of a followed stage move by the time no driver followed it (not
 the engines' fault), so answers the engines kept past their deadline are
@@ -680,6 +685,12 @@ func loadPlan(ctx context.Context, o Options, path string, backends map[string][
 	p, err := plan.Parse(path, data)
 	if err != nil {
 		return nil, nil, nil, cli.Usage(err)
+	}
+	// A grpc or websocket block is valid plan (validate and compile take
+	// it) but not load this engine can send: refused before any dispatch
+	// rather than run as plain HTTP, which would grade something else.
+	if err := p.Undriven(); err != nil {
+		return nil, nil, nil, cli.Usage(fmt.Errorf("refusing to run: %w", err))
 	}
 	// Every rule that does not need the pools' addresses is checked
 	// before a dns pool is waited for.

@@ -173,6 +173,8 @@ type planData struct {
 	URL      string
 	// Duration is a plan's executor duration, for the plans that take it.
 	Duration string
+	// TLSURL is a second, https, target, for the plans that take one.
+	TLSURL string
 }
 
 // Quoted lists the backends as a YAML flow sequence.
@@ -326,4 +328,24 @@ func labelsOf(execs []record.Execution) []string {
 		s = append(s, e.Label)
 	}
 	return s
+}
+
+// exactResult is the result of execution label on engine, checked to
+// conserve planned exactly and to carry want's counters.
+func exactResult(t *testing.T, res result, label, engine string, planned uint64, want map[string]uint64) record.BackendResult {
+	t.Helper()
+	e := res.execution(t, label)
+	br, ok := backendOf(t, e, engine)
+	if !ok {
+		t.Fatalf("%s: no result", label)
+	}
+	if err := br.Conserves(); err != nil || br.Planned != planned || record.Sum(br.Counters) != planned {
+		t.Errorf("%s: planned %d, outcomes %d, conservation %v", label, br.Planned, record.Sum(br.Counters), err)
+	}
+	for k, v := range want {
+		if br.Counters[k] != v {
+			t.Errorf("%s: %s = %d, want %d (all %v)", label, k, br.Counters[k], v, br.Counters)
+		}
+	}
+	return br
 }

@@ -133,11 +133,45 @@ type timeline struct {
 	counters map[string]uint64
 	unsent   uint64
 	ahead    map[uint32]*enginev1.Bucket
-	// quietBelow, on the execution of an engine that came back, is the
-	// bucket its start_offset falls in: the buckets before it hold
-	// nothing of it (the lost engine's counts are there), so they are
-	// summed but not written to the live record.
-	quietBelow uint32
+	// quietBefore, on the execution of an engine that came back, is its
+	// start_offset: the buckets that begin before it hold nothing of it
+	// (the counts of the engines before are there), so they are summed
+	// but not written to the live record.
+	quietBefore time.Duration
+	// lines and samples count the bucket and sample lines this timeline
+	// wrote to the live record (for a resumed call, with those it held):
+	// where the lines of an engine that comes back after it begin.
+	lines, samples uint32
+}
+
+// quiet says whether bucket i begins before quietBefore. t.mu is held.
+func (t *timeline) quiet(i uint32) bool {
+	return t.series.Width > 0 && time.Duration(i)*t.series.Width < t.quietBefore
+}
+
+// written is how many bucket and sample lines the timeline wrote.
+func (t *timeline) written() (lines, samples uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lines, t.samples
+}
+
+// width is the width of the timeline's buckets; 0 before its Started.
+func (t *timeline) width() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.series.Width
+}
+
+// skip starts the prefix at bucket i: the buckets before it hold nothing
+// of this timeline (a resumed segment's, whose live record lines begin
+// at its offset).
+func (t *timeline) skip(i uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.next < i {
+		t.next = i
+	}
 }
 
 // start takes the Started event. A timeline already started (a resumed
@@ -163,13 +197,15 @@ func (t *timeline) progress(p *enginev1.Progress) []record.LiveEntry {
 	}
 	lines := make([]record.LiveEntry, 0, len(p.GetBuckets())+len(p.GetFailureSamples()))
 	for _, b := range p.GetBuckets() {
-		if b.GetIndex() >= t.quietBelow {
+		if !t.quiet(b.GetIndex()) {
 			lines = append(lines, record.BucketEntry(t.series, bucketLine(t.series, b)))
+			t.lines++
 		}
 		t.take(b)
 	}
 	for _, s := range p.GetFailureSamples() {
 		lines = append(lines, record.SampleEntry(t.series, s.GetDueNs(), s.GetOutcomeNs(), sampleLine(t.series, s)))
+		t.samples++
 	}
 	return lines
 }
@@ -191,6 +227,7 @@ func (t *timeline) adopt(from *timeline) {
 	defer t.mu.Unlock()
 	t.started, t.series, t.next = from.started, from.series, from.next
 	t.counters, t.unsent, t.ahead = from.counters, from.unsent, from.ahead
+	t.lines, t.samples = from.lines, from.samples
 }
 
 // take adds b to the prefix, or keeps it until the prefix reaches it.

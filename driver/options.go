@@ -79,6 +79,13 @@ type Options struct {
 	// services address dialled again), until the execution's last
 	// request is due.
 	RejoinInterval time.Duration
+	// MaxRejoins bounds how many times an engine of one node may come
+	// back within one execution: each rejoin is a segment the driver
+	// keeps (a call and its timeline sums) and an entry of the run
+	// manifest, and a node whose engine restarts this often is crash
+	// looping. At the next loss the node is lost for the rest of the
+	// execution, as without rejoin.
+	MaxRejoins int
 
 	// Clock is the driver's time: dispatch and start times, every
 	// deadline phase and the timers that wait for them, the waits between
@@ -112,6 +119,11 @@ const cancelAnswerMargin = 3 * time.Second
 // done in seconds.
 const DefaultCancelWait = enginev1.CancelDrain + cancelAnswerMargin
 
+// DefaultMaxRejoins is how many times an engine of one node may come back
+// within one execution by default: a pod restarting once an hour through
+// an 8 h 30 min soak is 9; more than 16 in one execution is a crash loop.
+const DefaultMaxRejoins = 16
+
 // DefaultOptions returns the options of a production run.
 func DefaultOptions() Options {
 	return Options{
@@ -128,6 +140,7 @@ func DefaultOptions() Options {
 		StatusTick:      time.Second,
 		StatusRedraw:    250 * time.Millisecond,
 		RejoinInterval:  time.Second,
+		MaxRejoins:      DefaultMaxRejoins,
 	}
 }
 
@@ -174,6 +187,9 @@ func (o Options) Validate() error {
 	}
 	pos("status redraw", o.StatusRedraw)
 	pos("rejoin interval", o.RejoinInterval)
+	if o.MaxRejoins < 0 {
+		errs = append(errs, fmt.Errorf("max rejoins must not be negative, not %d", o.MaxRejoins))
+	}
 	return errors.Join(errs...)
 }
 

@@ -64,6 +64,57 @@ func (s *manifestState) dispatching(name string, dispatched, startAt time.Time, 
 	return s.write()
 }
 
+// rejoined records, before the rest of execution id's schedule is sent
+// to an engine that came back, the rejoin: a driver that dies from then
+// on leaves the next one what it needs to follow that engine, and the
+// counts of the engine before it, which is gone.
+func (s *manifestState) rejoined(id string, rj record.ManifestRejoin) error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	x := s.execution(id)
+	if x != nil {
+		x.Rejoins = append(x.Rejoins, rj)
+	}
+	s.mu.Unlock()
+	if x == nil {
+		return fmt.Errorf("the manifest names no execution %s", id)
+	}
+	return s.write()
+}
+
+// unrejoin takes back the last rejoin of execution id, when it is segID:
+// its engine never heard of it.
+func (s *manifestState) unrejoin(id, segID string) error {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	x := s.execution(id)
+	if x == nil || len(x.Rejoins) == 0 || x.Rejoins[len(x.Rejoins)-1].ExecutionID != segID {
+		s.mu.Unlock()
+		return nil
+	}
+	x.Rejoins = x.Rejoins[:len(x.Rejoins)-1]
+	s.mu.Unlock()
+	return s.write()
+}
+
+// execution is the manifest's execution of that id, newest stage first;
+// nil for none. s.mu is held.
+func (s *manifestState) execution(id string) *record.ManifestExecution {
+	for i := len(s.m.Stages) - 1; i >= 0; i-- {
+		st := &s.m.Stages[i]
+		for j := range st.Executions {
+			if st.Executions[j].ExecutionID == id {
+				return &st.Executions[j]
+			}
+		}
+	}
+	return nil
+}
+
 // resumed is what a resuming driver takes over from the one before it:
 // the executions already in the results stream, and per execution and
 // backend the timeline its live record holds.
@@ -75,14 +126,23 @@ type resumed struct {
 	held map[record.SeriesKey]*heldSeries
 	// sawHead says the live record holds the run's head line.
 	sawHead bool
+	// rejoined is the last rejoin of each execution and backend whose
+	// engine came back, from the manifest.
+	rejoined map[record.SeriesKey]*record.ManifestRejoin
 }
 
 // heldSeries is what the live record holds of one execution on one
 // backend, in the order it was written, which is the order the engine
 // sent it.
 type heldSeries struct {
-	// buckets and samples count the lines: where Attach starts.
-	buckets, samples uint32
+	// buckets and samples are where Attach starts: the lines held, and
+	// for an engine that came back, its empty buckets before its offset,
+	// which it sent first and the live record does not hold. lines
+	// counts the bucket lines.
+	buckets, samples, lines uint32
+	// seenBuckets and seenSamples count every line of the series read,
+	// those of engines before the one followed again too.
+	seenBuckets, seenSamples uint32
 	// series is the execution's, from its first bucket line.
 	series record.Series
 	// tl sums the buckets as the call's stream would have (only the
@@ -95,6 +155,8 @@ type heldSeries struct {
 type stageResume struct {
 	dispatched, startAt time.Time
 	ids                 map[record.SeriesKey]string
+	// rejoins are the engines that came back, per execution and backend.
+	rejoins map[record.SeriesKey][]record.ManifestRejoin
 }
 
 // id is the execution id of label on backend b; empty for none.
@@ -132,9 +194,14 @@ func (r *runner) stageOf(name string) (*stageResume, error) {
 	if err != nil {
 		return nil, err
 	}
-	sr := &stageResume{dispatched: d, startAt: s, ids: map[record.SeriesKey]string{}}
+	sr := &stageResume{dispatched: d, startAt: s, ids: map[record.SeriesKey]string{},
+		rejoins: map[record.SeriesKey][]record.ManifestRejoin{}}
 	for _, x := range ms.Executions {
-		sr.ids[record.SeriesKey{Label: x.Label, Backend: x.Backend}] = x.ExecutionID
+		k := record.SeriesKey{Label: x.Label, Backend: x.Backend}
+		sr.ids[k] = x.ExecutionID
+		if len(x.Rejoins) > 0 {
+			sr.rejoins[k] = x.Rejoins
+		}
 	}
 	return sr, nil
 }
@@ -143,10 +210,16 @@ func (r *runner) stageOf(name string) (*stageResume, error) {
 // executions of this run (those whose start is one of the manifest's
 // dispatches) and the live record's lines after this run's head.
 func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
-	rs := &resumed{done: map[string]record.Execution{}, held: map[record.SeriesKey]*heldSeries{}}
+	rs := &resumed{done: map[string]record.Execution{}, held: map[record.SeriesKey]*heldSeries{},
+		rejoined: map[record.SeriesKey]*record.ManifestRejoin{}}
 	dispatched := map[string]bool{}
 	for _, st := range m.Stages {
 		dispatched[st.Dispatched] = true
+		for _, x := range st.Executions {
+			if n := len(x.Rejoins); n > 0 {
+				rs.rejoined[record.SeriesKey{Label: x.Label, Backend: x.Backend}] = &x.Rejoins[n-1]
+			}
+		}
 	}
 	if stream != "" {
 		src, err := record.ReadStreamFile(stream)
@@ -183,20 +256,15 @@ func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 			rs.sawHead = rs.sawHead || ours
 		case !ours:
 		case l.Bucket != nil:
-			if _, ok := rs.done[l.Bucket.Label]; ok {
-				return nil // finished: not followed again
+			if _, ok := rs.done[l.Bucket.Label]; !ok { // a finished one is not followed again
+				rs.takeBucket(l.Bucket)
 			}
-			k := record.SeriesKey{Label: l.Bucket.Label, Backend: l.Bucket.Backend}
-			h := rs.series(k)
-			if h.tl == nil {
-				h.series = seriesOfLine(l.Bucket)
-				h.tl = &timeline{}
-				h.tl.start(h.series)
-			}
-			h.tl.restore(&enginev1.Bucket{Index: l.Bucket.Index, Counters: l.Bucket.Counters, Unsent: l.Bucket.Unsent})
-			h.buckets++
 		case l.Sample != nil:
-			rs.series(record.SeriesKey{Label: l.Sample.Label, Backend: l.Sample.Backend}).samples++
+			k := record.SeriesKey{Label: l.Sample.Label, Backend: l.Sample.Backend}
+			h := rs.series(k)
+			if h.seenSamples++; rs.rejoined[k] == nil || h.seenSamples > rs.rejoined[k].LiveSamplesBefore {
+				h.samples++
+			}
 		}
 		return nil
 	})
@@ -204,6 +272,67 @@ func loadResumed(m *record.Manifest, stream, live string) (*resumed, error) {
 		return nil, fmt.Errorf("live record %s: %w", live, err)
 	}
 	return rs, nil
+}
+
+// takeBucket takes a bucket line of the live record into its series. Of
+// a backend whose engine came back, only the lines of the engine that
+// came back last count (those of the engines before it come first, as
+// many as its rejoin says): it is the one followed again.
+func (rs *resumed) takeBucket(b *record.BucketLine) {
+	k := record.SeriesKey{Label: b.Label, Backend: b.Backend}
+	h := rs.series(k)
+	rj := rs.rejoined[k]
+	if h.series.BackendName == "" {
+		// The node's name, whichever engine's line gives it.
+		h.series.BackendName = b.BackendName
+	}
+	if h.seenBuckets++; rj != nil && h.seenBuckets <= rj.LiveBucketsBefore {
+		return
+	}
+	if h.tl == nil {
+		h.series = seriesOfLine(b)
+		h.tl = &timeline{}
+		h.tl.start(h.series)
+		if rj != nil {
+			// The engine that came back sent its empty buckets before
+			// its offset first (they were final at its start),
+			// unwritten: Attach counts them too.
+			q := quietBuckets(time.Duration(rj.OffsetMs)*time.Millisecond, time.Duration(b.WidthMs)*time.Millisecond)
+			h.tl.skip(q)
+			h.buckets = q
+		}
+	}
+	h.tl.restore(&enginev1.Bucket{Index: b.Index, Counters: b.Counters, Unsent: b.Unsent})
+	h.buckets++
+	h.lines++
+}
+
+// quietBuckets is how many buckets of width begin before off: those of
+// an engine that came back at off that hold nothing of it.
+func quietBuckets(off, width time.Duration) uint32 {
+	if off <= 0 || width <= 0 {
+		return 0
+	}
+	return uint32((off + width - 1) / width)
+}
+
+// resumeSegments gives c, a call a resuming driver follows again, the
+// engines of its node that came back as the manifest names them: the last
+// is followed again (Attach), those before it are gone, and their counts
+// are the manifest's.
+func resumeSegments(c *call, rejoins []record.ManifestRejoin) {
+	for _, rj := range rejoins {
+		seg := &call{ex: c.ex, backend: c.backend, addr: rj.Addr, id: rj.ExecutionID, parent: c, startAt: c.startAt,
+			offset: time.Duration(rj.OffsetMs) * time.Millisecond, before: rj.Before, gap: rj.Gap,
+			joined: true, resumed: true, started: true, backendName: c.backendName,
+			bucketsBefore: rj.LiveBucketsBefore, samplesBefore: rj.LiveSamplesBefore}
+		seg.tl.quietBefore = seg.offset
+		c.segs = append(c.segs, seg)
+	}
+	if n := len(c.segs); n > 0 {
+		c.seg, c.started = c.segs[n-1], true
+		c.lostErr = fmt.Errorf("its engine was lost, and an engine of its node came back at %s", c.seg.addr)
+	}
 }
 
 // finished says whether the driver before this one finished every
@@ -287,6 +416,11 @@ func (r *runner) attach(c *call, events chan<- event) {
 		c.tl.adopt(h.tl)
 		h.tl = nil
 	}
+	// Lines the live record held count as written: an engine that comes
+	// back after this one has its lines after them.
+	c.tl.mu.Lock()
+	c.tl.lines, c.tl.samples = h.lines, h.samples
+	c.tl.mu.Unlock()
 	stream, err := c.client.Attach(c.ctx, req)
 	if err != nil {
 		events <- event{c: c, kind: evError, err: err}

@@ -69,17 +69,7 @@ func checkResumed(t *testing.T, res result, tg *target, dir, why string) {
 	if len(res.stream) != 2 {
 		t.Errorf("results stream holds %v, want each execution once", labelsOf(res.stream))
 	}
-	seen := map[record.SeriesKey]map[uint32]bool{}
-	for _, b := range res.live.Buckets {
-		k := record.SeriesKey{Label: b.Label, Backend: b.Backend}
-		if seen[k] == nil {
-			seen[k] = map[uint32]bool{}
-		}
-		if seen[k][b.Index] {
-			t.Errorf("%s on %s: bucket %d twice in the live record", b.Label, b.Backend, b.Index)
-		}
-		seen[k][b.Index] = true
-	}
+	checkNoBucketTwice(t, res)
 	checkTimelines(t, res)
 	m, err := record.ReadManifestFile(filepath.Join(dir, record.ManifestName))
 	if err != nil {

@@ -58,7 +58,7 @@ func TestSameNode(t *testing.T) {
 		{"cannot say", nodeStub{node: "node-b", attach: status.Error(codes.Unimplemented, "unknown method Attach")}, nil, true},
 	}
 	for _, tt := range tests {
-		err := r.sameNode(c, tt.stub)
+		err := r.sameNode(c, c.id, tt.stub)
 		switch {
 		case tt.others:
 			if err == nil || errors.Is(err, errNotNode) || errors.Is(err, errHolds) {

@@ -1,5 +1,6 @@
 // Package engine is sortie's load engine: a gRPC service that runs open-loop
-// HTTP/1.1 load executions and counts the outcome of every request.
+// HTTP/1.1 (and, with protocol HTTP2, HTTP/2: see h2.go) load executions and
+// counts the outcome of every request.
 //
 // An execution paces each of its workers with engine/pacer (request i is
 // due at start + offset(i), whatever earlier requests did), hands each due
@@ -312,6 +313,11 @@ func (e *Engine) register(x *execution) error {
 				nameForMsg(e.opts.BackendName), e.opts.MaxConcurrentExecutions, strings.Join(labels, ", ")))
 	}
 	e.running = append(e.running, x)
+	// Counted here, under the lock that Stop takes to set stopping, so a
+	// Stop that waits for the executions never starts its Wait before an
+	// execution it let in is counted (launch's goroutine, or unregister,
+	// is its Done).
+	e.bg.Add(1)
 	return nil
 }
 
@@ -322,10 +328,13 @@ func nameForMsg(n string) string {
 	return fmt.Sprintf("%q ", n)
 }
 
+// unregister takes back an execution that was registered but never
+// launched.
 func (e *Engine) unregister(x *execution) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.unregisterLocked(x)
+	e.bg.Done()
 }
 
 // service implements the gRPC Engine service.
@@ -418,9 +427,8 @@ func (e *Engine) launch(x *execution, sink *statsdSink, log *slog.Logger) {
 		sinkStop, sinkDone = make(chan struct{}), make(chan struct{})
 		go sink.run(sinkStop, sinkDone)
 	}
-	e.bg.Add(1)
 	go func() {
-		defer e.bg.Done()
+		defer e.bg.Done() // added by register
 		<-x.done
 		if sink != nil {
 			close(sinkStop)

@@ -247,6 +247,19 @@ func (x *execution) result(backendName string) *enginev1.Result {
 		}
 		return out
 	}
+	if x.spec.mode != modeHTTP {
+		id := record.TCPMessageLatency
+		if x.spec.mode == modeUDP {
+			id = record.UDPMessageLatency
+		}
+		h := merge(newLatencyHist, func(s *workerStats) *hdrhistogram.Histogram { return s.message })
+		if h == nil {
+			h = newLatencyHist()
+		}
+		r.Statistics = append(r.Statistics, statistic(id, h),
+			statistic(record.SendLateness, merge(newHist, func(s *workerStats) *hdrhistogram.Histogram { return s.lateness })))
+		return r
+	}
 	for class := 0; class < numClasses; class++ {
 		h := merge(newLatencyHist, func(s *workerStats) *hdrhistogram.Histogram { return s.latency[class] })
 		if h == nil || (class != 1 && h.TotalCount() == 0) {
@@ -254,6 +267,13 @@ func (x *execution) result(backendName string) *enginev1.Result {
 		}
 		id := record.LatencyPrefix + string(rune('1'+class)) + "xx"
 		r.Statistics = append(r.Statistics, statistic(id, h))
+	}
+	if x.spec.h2 != nil && x.spec.h2.grpc {
+		h := merge(newLatencyHist, func(s *workerStats) *hdrhistogram.Histogram { return s.message })
+		if h == nil {
+			h = newLatencyHist()
+		}
+		r.Statistics = append(r.Statistics, statistic(record.LatencyGRPCOK, h))
 	}
 	r.Statistics = append(r.Statistics,
 		statistic(record.RequestToResponse, merge(newHist, func(s *workerStats) *hdrhistogram.Histogram { return s.r2r })),

@@ -118,8 +118,9 @@ const usageText = `Usage: sortie-engine [flags]
        sortie-engine oneshot --target NAME=URL ... [flags]   (see oneshot --help)
 
 Runs sortie's load engine: a gRPC service (sortie.engine.v1.Engine plus the
-standard grpc.health.v1.Health) that runs open-loop HTTP/1.1 load executions
-for a driver and counts the outcome of every request.
+standard grpc.health.v1.Health) that runs open-loop HTTP/1.1 or HTTP/2 (h2
+by ALPN over TLS, h2c with prior knowledge) load executions for a driver and
+counts the outcome of every request.
 
 Output: once listening, one line on stdout:
   LISTEN <address>

@@ -54,9 +54,12 @@ type spec struct {
 	tls       *tls.Config
 	request   []byte // the whole serialised request
 	head      bool
-	pacer     pacer.Pacer
-	workers   int
-	start     time.Time // wall clock instant of request 0
+	// h2 is the request as HTTP/2 sends it (protocol HTTP2); nil for
+	// HTTP/1.1, which sends request.
+	h2      *h2Spec
+	pacer   pacer.Pacer
+	workers int
+	start   time.Time // wall clock instant of request 0
 	// first is the index of each worker's first request: the first due
 	// at or after start_offset (0 without one). Requests before it are
 	// not this execution's.
@@ -77,7 +80,21 @@ type spec struct {
 	bucketWidth  time.Duration
 	buckets      uint32
 	sampleBudget int
+	// mode is modeHTTP, modeTCP or modeUDP, as the url's scheme says; in
+	// the last two message is what each message carries, and tcp or udp
+	// its settings.
+	mode    string
+	message []byte
+	tcp     tcpSpec
+	udp     udpSpec
 }
+
+// Modes of an execution.
+const (
+	modeHTTP = "http"
+	modeTCP  = "tcp"
+	modeUDP  = "udp"
+)
 
 type statsSpec struct {
 	addr          string
@@ -202,8 +219,13 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 		}
 	}
 
-	// Request bytes.
-	if u != nil {
+	// Request bytes, or a message.
+	if u != nil && u.Scheme != "http" && u.Scheme != "https" {
+		if err := parseMessages(req, u, host, s); err != nil {
+			errs = append(errs, err)
+		}
+	} else if u != nil {
+		s.mode = modeHTTP
 		raw, head, err := buildRequest(req, u)
 		if err != nil {
 			errs = append(errs, err)
@@ -224,6 +246,28 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 				errs = append(errs, err)
 			}
 			s.tls = cfg
+		}
+		switch req.GetProtocol() {
+		case enginev1.Protocol_HTTP1:
+			if req.GetMaxConcurrentStreams() != 0 {
+				errs = append(errs, fieldErr("max_concurrent_streams", "applies to protocol HTTP2 only"))
+			}
+		case enginev1.Protocol_HTTP2:
+			s.h2 = parseH2(req, u)
+			if s.tls != nil {
+				// h2 by ALPN, or no connection (see h2Dial).
+				s.tls.NextProtos = []string{"h2"}
+			}
+		default:
+			errs = append(errs, fieldErr("protocol", "%d is not HTTP1 or HTTP2", req.GetProtocol()))
+		}
+		if g := req.GetGrpc(); g != nil {
+			switch {
+			case req.GetProtocol() != enginev1.Protocol_HTTP2:
+				errs = append(errs, fieldErr("grpc", "requires protocol HTTP2"))
+			case g.GetMode() != enginev1.GRPC_UNARY:
+				errs = append(errs, fieldErr("grpc.mode", "%s is not driven by this engine (UNARY only)", g.GetMode()))
+			}
 		}
 	}
 
@@ -325,8 +369,17 @@ func parseTarget(raw string) (*url.URL, string, error) {
 	if err != nil {
 		return nil, "", fieldErr("url", "%v", err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, "", fieldErr("url", "scheme %q of %q is not http or https", u.Scheme, raw)
+	switch u.Scheme {
+	case "http", "https":
+	case "tcp", "tcps", "udp":
+		if u.Port() == "" {
+			return nil, "", fieldErr("url", "%q needs an explicit port", raw)
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return nil, "", fieldErr("url", "%q is host:port only, no path or query", raw)
+		}
+	default:
+		return nil, "", fieldErr("url", "scheme %q of %q is not http, https, tcp, tcps or udp", u.Scheme, raw)
 	}
 	if u.User != nil {
 		return nil, "", fieldErr("url", "%q carries user information; send an Authorization header instead", raw)

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -38,7 +40,31 @@ const (
 	cResetOverflow
 	cLateSends
 	cConnProtocol
-	numCounters
+	// TCP and UDP modes: outcome classes first, then details (see
+	// record.Outcomes, record.TCPDetails, record.UDPDetails).
+	cTCPSent
+	cTCPDeferred
+	cTCPUnavailable
+	cUDPReceived
+	cUDPLost
+	cUDPSendErrors
+	cUDPDeferred
+	cUDPUnavailable
+	cTCPReceived
+	cTCPMismatch
+	cTCPLost
+	cTCPDrainIncomplete
+	cTCPOpened
+	cTCPConnectFailures
+	cTCPClosed
+	cUDPSent
+	cUDPUnexpected
+	// gRPC mode: grpc_status.0..16 and .missing (indexed by
+	// grpcStatusID), and grpc_error; see record.GRPCStatusPrefix.
+	cGRPCStatus0
+	cGRPCStatusMissing = cGRPCStatus0 + record.GRPCMaxStatus + 1
+	cGRPCError         = cGRPCStatusMissing + 1
+	numCounters        = cGRPCError + 1
 )
 
 // counterNames are the compatibility names of the counters.
@@ -66,6 +92,39 @@ var counterNames = [numCounters]string{
 	cResetOverflow:        record.StreamResetsPrefix + record.ReasonOverflow,
 	cLateSends:            record.LateSends,
 	cConnProtocol:         record.ConnectionProtocolError,
+	cTCPSent:              record.TCPMessagesSent,
+	cTCPDeferred:          record.TCPDeferred,
+	cTCPUnavailable:       record.TCPUnavailable,
+	cUDPReceived:          record.UDPDatagramsReceived,
+	cUDPLost:              record.UDPLost,
+	cUDPSendErrors:        record.UDPSendErrors,
+	cUDPDeferred:          record.UDPDeferred,
+	cUDPUnavailable:       record.UDPUnavailable,
+	cTCPReceived:          record.TCPMessagesReceived,
+	cTCPMismatch:          record.TCPEchoMismatch,
+	cTCPLost:              record.TCPInflightLost,
+	cTCPDrainIncomplete:   record.TCPDrainIncomplete,
+	cTCPOpened:            record.TCPConnectionsOpened,
+	cTCPConnectFailures:   record.TCPConnectFailures,
+	cTCPClosed:            record.TCPConnectionClosed,
+	cUDPSent:              record.UDPDatagramsSent,
+	cUDPUnexpected:        record.UDPUnexpected,
+	cGRPCStatusMissing:    record.GRPCStatusMissing,
+	cGRPCError:            record.GRPCError,
+}
+
+func init() {
+	for code := 0; code <= record.GRPCMaxStatus; code++ {
+		counterNames[cGRPCStatus0+counterID(code)] = record.GRPCStatusPrefix + strconv.Itoa(code)
+	}
+}
+
+// grpcStatusID is the counter of grpc-status code, -1 meaning none.
+func grpcStatusID(code int) counterID {
+	if code < 0 || code > record.GRPCMaxStatus {
+		return cGRPCStatusMissing
+	}
+	return cGRPCStatus0 + counterID(code)
 }
 
 // counterSet is a snapshot of counters.
@@ -89,10 +148,21 @@ func (c *counterSet) toMap() map[string]uint64 {
 	return m
 }
 
-// outcomes sums the outcome classes.
+// outcomes sums the outcome classes, of every mode: each counts none of
+// the others'. A gRPC execution's (any grpc_status counted) is read by its
+// own law (record.OutcomeSum).
 func (c *counterSet) outcomes() uint64 {
 	var n uint64
+	if grpc := c[cGRPCStatus0 : cGRPCStatusMissing+1]; slices.ContainsFunc(grpc, func(v uint64) bool { return v > 0 }) {
+		for _, v := range grpc {
+			n += v
+		}
+		return n + c[cConnFailure] + c[cConnTimeout] + c[cOverflow] + c[cInflightLost] + c[cLateDropped]
+	}
 	for i := cHTTP1xx; i <= cLateDropped; i++ {
+		n += c[i]
+	}
+	for i := cTCPSent; i <= cUDPUnavailable; i++ {
 		n += c[i]
 	}
 	return n
@@ -148,6 +218,10 @@ type workerStats struct {
 	// lateness is written by the pacer goroutine only and read after it
 	// ended.
 	lateness *hdrhistogram.Histogram
+	// message is the latency of a TCP or UDP message, from its due time
+	// to its echo; of a gRPC call with grpc-status 0 (latency_grpc_ok) in
+	// gRPC mode; nil in HTTP mode.
+	message *hdrhistogram.Histogram
 }
 
 func newWorkerStats(statsd bool, tl *timeline) *workerStats {
@@ -213,6 +287,37 @@ func (s *workerStats) response(code int, due, end, inHand int64, c *conn) {
 	s.mu.Unlock()
 }
 
+// grpcAnswer counts the answer with HTTP status code and grpc-status
+// status (-1: none) to the gRPC call due at due: its grpc_status counter,
+// grpc_error unless 0, latency_grpc_ok when 0. A call answered 2xx counts
+// in http_2xx only when its status is 0; a failed one with 2xx is in no
+// HTTP class (its grpc_status is its outcome class). The bucket is open
+// until response or the done below.
+func (s *workerStats) grpcAnswer(code, status int, due, end, inHand int64, c *conn) {
+	id := grpcStatusID(status)
+	s.detail(due, id, 1)
+	if id != cGRPCStatus0 {
+		s.detail(due, cGRPCError, 1)
+	} else {
+		s.mu.Lock()
+		if s.message == nil {
+			s.message = newLatencyHist()
+		}
+		recordValue(s.message, end-due)
+		s.mu.Unlock()
+	}
+	if code/100 != 2 || id == cGRPCStatus0 {
+		s.response(code, due, end, inHand, c)
+		return
+	}
+	s.outcomeAt(end)
+	s.mu.Lock()
+	recordValue(s.r2r, end-inHand)
+	recordValue(s.q2c, inHand-due)
+	s.tl.done(s.tl.get(bucketOf(due, s.tl.width)))
+	s.mu.Unlock()
+}
+
 // fail counts failure f (a class of the zero-failure set, with its reason
 // and phase) in the counters and its bucket, and keeps its sample while
 // the execution's budget lasts. The counters come first: a sample is
@@ -241,6 +346,46 @@ func (s *workerStats) stray(due int64) {
 	s.inc(cConnProtocol)
 	s.mu.Lock()
 	s.tl.get(bucketOf(due, s.tl.width)).counts[cConnProtocol]++
+	s.mu.Unlock()
+}
+
+// detail counts id, a counter of no outcome class, in the bucket of the
+// message due at due, which is still pending (so its bucket is open).
+func (s *workerStats) detail(due int64, id counterID, n uint32) {
+	if n == 0 {
+		return
+	}
+	s.counts[id].Add(uint64(n))
+	s.mu.Lock()
+	s.tl.get(bucketOf(due, s.tl.width)).counts[id] += n
+	s.mu.Unlock()
+}
+
+// fate ends the message due at due, counted in the outcome class or
+// detail counter id at now; latency is recorded when positive (an echo).
+// Its bucket then has one message less pending.
+// noCounter is the id of a fate that no counter records: a TCP message
+// written without an echo expected, whose outcome tcp_messages_sent
+// counted already.
+const noCounter counterID = -1
+
+func (s *workerStats) fate(due, now int64, id counterID, echoed bool) {
+	if id != noCounter {
+		s.inc(id)
+	}
+	s.outcomeAt(now)
+	s.mu.Lock()
+	if echoed {
+		if s.message == nil {
+			s.message = newLatencyHist()
+		}
+		recordValue(s.message, now-due)
+	}
+	b := s.tl.get(bucketOf(due, s.tl.width))
+	if id != noCounter {
+		b.counts[id]++
+	}
+	s.tl.done(b)
 	s.mu.Unlock()
 }
 

@@ -71,6 +71,8 @@ type worker struct {
 
 	sleeper *sleeper
 	unsent  uint64
+	// msg is the TCP or UDP mode's messenger; nil in HTTP mode.
+	msg messenger
 
 	// deferOn: a response may wait for the pacer's next wake instead of
 	// waking the engine when it arrives (see conn.deferred). Changed
@@ -82,6 +84,9 @@ type worker struct {
 	// pm is what the pacer counted of its bucket of the timeline and not
 	// yet added to it; the pacer's own.
 	pm pacerMark
+
+	// h2 is the HTTP/2 pool (protocol HTTP2), nil for HTTP/1.1.
+	h2 *h2Pool
 }
 
 // newWorker is worker index of s, pacing with sl, with its share of the
@@ -100,8 +105,12 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 		room:    make(chan struct{}, 1),
 	}
 	w.dialCtx, w.dialStop = context.WithCancel(context.Background())
+	w.msg = newMessenger(w)
 	// A closed-loop worker waits for its responses to send more.
-	w.deferOn.Store(s.openLoop && s.tls == nil)
+	w.deferOn.Store(s.openLoop && s.tls == nil && s.h2 == nil)
+	if s.h2 != nil {
+		w.h2 = newH2Pool()
+	}
 	return w
 }
 
@@ -110,6 +119,9 @@ func newWorker(s *spec, index int, base time.Time, ctx context.Context, statsd b
 func (w *worker) release() {
 	w.sleeper.close()
 	w.dialStop()
+	if w.h2 != nil {
+		w.h2.cancel()
+	}
 }
 
 // now is the offset from the due time of request 0, in ns.
@@ -125,6 +137,9 @@ func (w *worker) run(abort <-chan struct{}) {
 	i := w.spec.first
 	stopWake := context.AfterFunc(w.ctx, w.sleeper.wake)
 	woke := int64(math.MinInt64 / 2)
+	if w.msg != nil && i < planned {
+		w.msg.open(int64(p.Offset(i)))
+	}
 pacing:
 	for i < planned {
 		// Wake at the next due time, but not sooner than batchWindow
@@ -148,6 +163,9 @@ pacing:
 				// starved of CPU) drops what it owes instead of firing
 				// its backlog at the target.
 				w.stats.fail(failSample{due: due, at: now, class: uint8(cLateDropped), reason: noDetail, phase: noDetail})
+			} else if w.msg != nil {
+				w.sent(due)
+				w.msg.send(due)
 			} else if !w.dispatch(due) {
 				break pacing
 			}
@@ -164,6 +182,10 @@ pacing:
 	w.collect()
 	stopWake()
 	w.sleeper.close() // safe against a wake running now
+	if w.msg != nil {
+		w.msg.drain(abort)
+		return
+	}
 	w.drain(abort)
 }
 
@@ -232,6 +254,9 @@ func (w *worker) waitUntil(due int64) bool {
 // false only when the worker was cancelled while a closed-loop worker
 // waited for room.
 func (w *worker) dispatch(due int64) bool {
+	if w.h2 != nil {
+		return w.dispatchH2(due)
+	}
 	collected := false
 	for {
 		w.mu.Lock()
@@ -366,7 +391,7 @@ func (w *worker) signalRoomLocked() {
 }
 
 func (w *worker) quietLocked() bool {
-	return w.pacerDone && w.qhead == len(w.queue) && w.open == len(w.idle)
+	return w.pacerDone && w.qhead == len(w.queue) && w.open == len(w.idle) && (w.h2 == nil || w.h2.n == 0)
 }
 
 func (w *worker) signalQuietLocked() {
@@ -424,6 +449,9 @@ func (w *worker) drain(abort <-chan struct{}) {
 	w.mu.Unlock()
 	w.dialStop()
 	w.wg.Wait()
+	if w.h2 != nil {
+		w.h2Close()
+	}
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -455,24 +483,42 @@ func (w *worker) expire(aborted bool) {
 		w.stats.fail(failSample{due: due, at: now, class: uint8(cInflightLost), reason: noDetail, phase: noDetail})
 	}
 	w.dialStop()
+	if w.h2 != nil {
+		w.h2Expire()
+	}
 }
 
 // failure counts the request due at due whose round trip on c failed.
 func (w *worker) failure(c *conn, due int64, err error, headersDone bool) {
+	// The only deadline left is the request's own: expire and abort move
+	// it to the past only after they are noted.
+	timedOut := c.timed && errors.Is(err, os.ErrDeadlineExceeded)
+	w.roundTripFailure(c, due, timedOut, headersDone, resetReason(err, w.aborted.Load()))
+}
+
+// roundTripFailure counts a request whose round trip on c failed, an
+// HTTP/1.1 or an HTTP/2 one: lost once the drain ended, a request timeout
+// when its own timeout fired (and the engine did not abort), else a reset
+// in its phase with reason.
+func (w *worker) roundTripFailure(c *conn, due int64, timedOut, headersDone bool, reason counterID) {
 	f := failSample{due: due, at: w.now(), class: uint8(cInflightLost), reason: noDetail, phase: noDetail}
 	c.describe(&f)
+	expired := w.expired.Load()
+	if !expired && w.spec.h2 != nil && w.spec.h2.grpc {
+		// A gRPC call with a stream that ended without a status.
+		w.stats.detail(due, cGRPCStatusMissing, 1)
+		w.stats.detail(due, cGRPCError, 1)
+	}
 	switch {
-	case w.expired.Load():
-	case c.timed && !w.aborted.Load() && errors.Is(err, os.ErrDeadlineExceeded):
-		// The only deadline left is the request's own: expire and abort
-		// move it to the past only after they are noted.
+	case expired:
+	case timedOut && !w.aborted.Load():
 		f.class = uint8(cRequestTimeout)
 	default:
 		f.class, f.phase = uint8(cResets), uint8(cResetsBeforeHeaders)
 		if headersDone {
 			f.phase = uint8(cResetsIncompleteBody)
 		}
-		f.reason = uint8(resetReason(err, w.aborted.Load()))
+		f.reason = uint8(reason)
 	}
 	w.stats.fail(f)
 }

@@ -206,6 +206,7 @@ func (g *grader) attribute(execs []record.Entry) *Attribution {
 	byTarget := map[string]*Unattributed{}
 	var order []string
 	failures := g.failures(live, targetOf)
+	closedBy := map[[2]string][]*Bracket{}
 	for i := range failures {
 		f := &failures[i]
 		excused := false
@@ -215,7 +216,17 @@ func (g *grader) attribute(execs []record.Entry) *Attribution {
 				if b.covers(f) && f.falls(b.begin, b.end, settle) {
 					b.add(f, live)
 					excused = excused || !b.Planted
+					if !b.Planted && f.isClass(live, record.TCPUnavailable) {
+						closedBy[f.key()] = appendOnce(closedBy[f.key()], b)
+					}
 				}
+			}
+		}
+		if !excused && f.isClass(live, record.TCPUnavailable) {
+			// The aftermath of a closed connection: see afterClose.
+			for _, b := range closedBy[f.key()] {
+				b.add(f, live)
+				excused = true
 			}
 		}
 		if excused {
@@ -251,6 +262,32 @@ func (g *grader) attribute(execs []record.Entry) *Attribution {
 		a.Unattributed = append(a.Unattributed, byTarget[t].finish())
 	}
 	return a
+}
+
+// afterClose: a raw TCP worker's connections are opened once and never
+// again, so every message due on a connection after its peer closed it is
+// tcp_unavailable until the run ends, long past any bracket. Such a
+// failure of a target and node belongs to the brackets that held an
+// earlier tcp_unavailable of the same target and node: the roll or fault
+// that closed the connection, not a finding of its own. (The close itself,
+// tcp_connection_closed, is no message's outcome, so the live record has
+// no sample of it; the first unavailable message dates it.)
+
+// key is the failure's target and node.
+func (f *failure) key() [2]string { return [2]string{f.target, f.node} }
+
+// isClass says f is a sample of the outcome class name.
+func (f *failure) isClass(live *LiveFailures, name string) bool {
+	return f.sample >= 0 && short(live.class(f.sample)) == short(name)
+}
+
+func appendOnce(bs []*Bracket, b *Bracket) []*Bracket {
+	for _, x := range bs {
+		if x == b {
+			return bs
+		}
+	}
+	return append(bs, b)
 }
 
 // rollName is a target's name as a roll names it: without a staircase's

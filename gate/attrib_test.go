@@ -2,6 +2,7 @@ package gate
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -188,4 +189,50 @@ func excusedCount(a *Attribution) uint64 {
 		}
 	}
 	return n
+}
+
+// TestTCPUnavailableAfterARoll: a raw TCP connection a roll closed stays
+// closed, so the target's and node's tcp_unavailable messages long after
+// the roll's settle window are the roll's, not findings; the same
+// failures of another node, or of a target whose first tcp_unavailable
+// fell in no bracket, stay UNATTRIBUTED, and so does an http failure long
+// after.
+func TestTCPUnavailableAfterARoll(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	sec := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.Encode(record.HeadLine{Type: record.LineHead, RunID: "t"})
+	put := func(label, node string, s int, class string) {
+		se := record.Series{Label: label, Backend: node + ":9000", BackendName: node, Start: t0, Width: time.Second}
+		l := se.Sample(int64(s)*int64(time.Second), int64(s)*int64(time.Second)+int64(time.Millisecond))
+		l.Class = class
+		if err := enc.Encode(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The roll of svc-1 at +10 s..+11 s closes node-a's connection.
+	for s := 10; s < 40; s++ {
+		put("mesh/svc-1", "node-a", s, record.TCPUnavailable)
+	}
+	put("mesh/svc-1", "node-b", 35, record.TCPUnavailable) // closed later, by nothing
+	put("mesh/svc-2", "node-a", 30, record.TCPUnavailable) // another target
+	put("mesh/svc-1", "node-a", 38, record.PoolOverflow)   // another class
+	live, err := ReadLiveFailures(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roll := record.Roll{Ref: "svc-1", Begin: sec(10), End: sec(11), Term: sec(10)}
+	g := newGrader(Input{Source: &record.Source{}, Rolls: &record.RollLog{Rolls: []record.Roll{roll}}, Live: live, Settle: 3 * time.Second})
+	a := g.attribute(nil)
+	if len(a.Rolls) != 1 || a.Rolls[0].Failures != 30 {
+		t.Fatalf("the roll holds %+v, want the 30 tcp_unavailable of svc-1 on node-a", a.Rolls)
+	}
+	got := map[string]uint64{}
+	for _, u := range a.Unattributed {
+		got[u.Target] = u.Failures
+	}
+	if got["svc-1"] != 2 || got["svc-2"] != 1 || len(got) != 2 {
+		t.Errorf("unattributed %v, want svc-1=2 (node-b's, and the pool_overflow) and svc-2=1", got)
+	}
 }

@@ -29,6 +29,10 @@ type NodeGap struct {
 	Outside  uint64 `json:"outside"`
 	// Targets is how many targets' gaps the node's line sums.
 	Targets int `json:"targets"`
+	// Nth is the gap's place among its result's gaps, from 0: an engine
+	// that came back twice leaves two gaps in each target's result, and
+	// the n-th of every target sums into the node's n-th line.
+	Nth int `json:"nth,omitempty"`
 }
 
 // Line is the gap's line:
@@ -55,9 +59,9 @@ func nodeGaps(node, addr string, r *record.BackendResult) []NodeGap {
 	}
 	start, _ := record.ParseTime(r.StartedAt)
 	var out []NodeGap
-	for _, g := range r.GapUnsent {
+	for i, g := range r.GapUnsent {
 		ng := NodeGap{Node: node, Addr: addr, Why: g.Why, NotSent: g.Count,
-			Answered: r.Counters[record.HTTP2xx], Outside: outside, Targets: 1}
+			Answered: r.Counters[record.HTTP2xx], Outside: outside, Targets: 1, Nth: i}
 		from, err1 := record.ParseTime(g.From)
 		to, err2 := record.ParseTime(g.To)
 		if err1 == nil && err2 == nil && !start.IsZero() {
@@ -68,7 +72,8 @@ func nodeGaps(node, addr string, r *record.BackendResult) []NodeGap {
 	return out
 }
 
-// gapSummary sums every target's gaps per node, in the order the nodes
+// gapSummary sums every target's gaps per node and per place among its
+// result's gaps (the first restart, the second...), in the order they
 // first appear: the requests not sent and the counts outside add up, the
 // times span the earliest start to the latest end.
 func gapSummary(targets []Target) []NodeGap {
@@ -77,7 +82,7 @@ func gapSummary(targets []Target) []NodeGap {
 	for _, t := range targets {
 		for _, n := range t.Nodes {
 			for _, g := range n.Gaps {
-				k := g.Node + "\x00" + g.Addr + "\x00" + g.Why
+				k := fmt.Sprintf("%s\x00%s\x00%s\x00%d", g.Node, g.Addr, g.Why, g.Nth)
 				i, ok := idx[k]
 				if !ok {
 					idx[k] = len(out)

@@ -47,3 +47,33 @@ func TestGapSummary(t *testing.T) {
 		t.Errorf("summary %+v", s)
 	}
 }
+
+// A node whose engine came back twice has two gaps in each target's
+// result: each is its own line, the first restart's summed over the
+// targets apart from the second's.
+func TestGapSummaryTwoRestarts(t *testing.T) {
+	r := func(gaps ...record.Gap) *record.BackendResult {
+		return &record.BackendResult{StartedAt: "2026-03-02T10:00:00.000Z", Planned: 900, GapUnsent: gaps,
+			Counters: map[string]uint64{record.HTTP2xx: 900 - gaps[0].Count - gaps[1].Count}}
+	}
+	gap := func(from, to string, n uint64) record.Gap {
+		return record.Gap{From: "2026-03-02T10:00:" + from + ".000Z", To: "2026-03-02T10:00:" + to + ".000Z", Count: n, Why: record.GapRestarted}
+	}
+	targets := []Target{
+		{Nodes: []Node{{Node: "node-b", Gaps: nodeGaps("node-b", "127.0.0.1:9", r(gap("06", "12", 180), gap("16", "22", 180)))}}},
+		{Nodes: []Node{{Node: "node-b", Gaps: nodeGaps("node-b", "127.0.0.1:9", r(gap("07", "12", 150), gap("17", "23", 180)))}}},
+	}
+	got := gapSummary(targets)
+	if len(got) != 2 {
+		t.Fatalf("%d lines, want 2: %+v", len(got), got)
+	}
+	want := []string{
+		"GAP node-b +6.0s..+12.0s (engine restarted): 330 requests not sent; 1,110/1,110 answered 2xx outside it",
+		"GAP node-b +16.0s..+23.0s (engine restarted): 360 requests not sent; 1,110/1,110 answered 2xx outside it",
+	}
+	for i, g := range got {
+		if g.Line() != want[i] || g.Targets != 2 {
+			t.Errorf("line %d: %q over %d targets\nwant     %q over 2", i, g.Line(), g.Targets, want[i])
+		}
+	}
+}

@@ -303,8 +303,13 @@ A target passes when ALL of these hold:
   - every node's counters of the zero-failure set are 0: http_4xx,
     http_5xx, stream_resets*, pool_connection_failure, pool_failure_*,
     pool_overflow, http_inflight_lost, request_timeout, late_dropped,
-    connection_protocol_error (listed by class and node, never added
-    across classes);
+    connection_protocol_error; of a tcp:// or tcps:// target
+    tcp_deferred, tcp_unavailable, tcp_echo_mismatch, tcp_inflight_lost,
+    tcp_drain_incomplete, tcp_connect_failures, tcp_connection_closed; of
+    a udp:// target udp_lost, udp_send_errors, udp_deferred,
+    udp_unavailable, udp_unexpected; of a grpc unary target grpc_error
+    and every grpc_status.<code> but grpc_status.0 (1..16, missing)
+    (listed by class and node, never added across classes);
   - every node's http_2xx lies within --floor-pct and 200 - --floor-pct
     percent of share x the configured duration (share x (D - T/2) with a
     ramp of T), in exact arithmetic;
@@ -314,7 +319,16 @@ A target passes when ALL of these hold:
     pool_connection_failure + pool_failure_timeout + pool_overflow +
     http_inflight_lost + request_timeout + late_dropped (+ the counts of
     its gap_unsent), and a node without a failure has http_2xx = planned
-    (less its gaps' counts). No slack: the floor's 1 % exists for the older sortie +
+    (less its gaps' counts). A TCP target's classes are tcp_messages_sent
+    + tcp_deferred + tcp_unavailable, a UDP target's
+    udp_datagrams_received + udp_lost + udp_send_errors + udp_deferred +
+    udp_unavailable; their http_2xx (in these lines) is the messages that
+    succeeded: echoed (or, without an echo, written) or, for UDP, echoed.
+    A gRPC target's (one with a grpc_status counter) are every
+    grpc_status.<code> + pool_connection_failure + pool_failure_timeout +
+    pool_overflow + http_inflight_lost + late_dropped: each call with a
+    stream has one grpc-status, and a failed call answered 200 is in no
+    HTTP class; its http_2xx is the calls with grpc-status 0. No slack: the floor's 1 % exists for the older sortie +
     Nighthawk stack, whose results carry no planned and are judged by the
     floor alone;
   - every node's own elapsed time is within 5 % of the planned duration,
@@ -335,16 +349,18 @@ Output lines (fields separated by two spaces):
   GAP <node> +<s>s..+<s>s (<why>): <n> requests not sent; <a>/<o> answered 2xx outside it
         a time the node had no engine (a result's gap_unsent: its engine was
         lost, one of the same node came back and took up the rest of the
-        schedule; why is "engine restarted"), one line per node summed over
+        schedule; why is "engine restarted"), one line per node and per
+        gap (an engine that came back twice leaves two: the n-th gap of
+        every target's result sums into the node's n-th line) summed over
         its targets: from the earliest start to the latest end, in seconds
         from the node's started_at (its request 0's due time, one decimal);
         <n> the requests due in the gap, never sent; <a> the 2xx of the
-        requests due outside it, <o> how many were due outside it (numbers
-        with a comma every three digits: 1,530). Each target's own GAP is
-        among its reasons and its node's. A gap fails the node; the rest of
-        the node is judged as usual against what was due outside the gap
-        (floor, exactness: planned = unsent + outcomes + the gap's count),
-        the other nodes whole
+        requests due outside every gap, <o> how many were due outside
+        them (numbers with a comma every three digits: 1,530). Each
+        target's own GAP is among its reasons and its node's. A gap fails
+        the node; the rest of the node is judged as usual against what was
+        due outside the gaps (floor, exactness: planned = unsent + outcomes
+        + the gaps' counts), the other nodes whole
   DRIVER  gap from=<t> to=<t>  -- <why>
         a time no driver followed the run (the report's driver_gaps: it was
         detached or killed, and a driver resumed it); named, not judged: the
@@ -400,7 +416,11 @@ from the bracket's at= to its last failure, replicas= are the remotes
 is only counted in its bucket (dropped=): it is placed by its bucket's
 interval, timed at its start. A failure in two brackets counts in both. A
 target-fail fault is planted (soak local's stand-in for a failure nothing
-explains): it counts its failures but does not excuse them. Every failure
+explains): it counts its failures but does not excuse them. A raw TCP
+connection is never reopened, so a tcp_unavailable of a target and node
+that falls in no bracket counts in the brackets that held an earlier
+tcp_unavailable of the same target and node: the roll or fault that closed
+the connection. Every failure
 in no other bracket is UNATTRIBUTED, per target with a count line, then one
 line each (at most 20 per target, then "and <n> more"): those are the
 findings. These lines change no verdict and no exit code: a failure fails

@@ -595,7 +595,7 @@ func (g *grader) execution(t Target, share *Share, e record.Entry) (Target, bool
 		}
 		if r := ns.result; r != nil {
 			nd.Answered = true
-			c := r.Counters[record.HTTP2xx]
+			c := record.Succeeded(r.Counters)
 			nd.HTTP2xx = c
 			total += c
 			nd.ElapsedMs = r.ElapsedMs
@@ -856,7 +856,7 @@ func conservation(node string, r *record.BackendResult, failed bool) string {
 		}
 		return named.Error()
 	}
-	n := r.Counters[record.HTTP2xx]
+	n := record.Succeeded(r.Counters)
 	gap, _ := r.GapCount()
 	if failed || n == r.Planned-gap {
 		// A node with failures is named by them; the rest is clean. The
@@ -865,7 +865,7 @@ func conservation(node string, r *record.BackendResult, failed bool) string {
 	}
 	var rest []string
 	for _, k := range record.Outcomes {
-		if c := r.Counters[k]; c > 0 && k != record.HTTP2xx {
+		if c := r.Counters[k]; c > 0 && !record.Succeeding(k) {
 			rest = append(rest, fmt.Sprintf("%s=%d", short(k), c))
 		}
 	}

@@ -373,3 +373,63 @@ func TestDriverGapsNamed(t *testing.T) {
 		t.Errorf("output lacks the DRIVER line before WINDOW:\n%s", out)
 	}
 }
+
+// TestMessageTargets grades TCP, UDP and gRPC unary targets: a clean one
+// passes on its echoes (none of them http_2xx) or OK calls, and each
+// failure class of the modes
+// fails it, named with its node; a node that lost messages to no class is
+// an accounting error.
+func TestMessageTargets(t *testing.T) {
+	msgs := func(addr string, c map[string]uint64) record.BackendResult {
+		return record.BackendResult{Backend: addr, ElapsedMs: 150001, StartedAt: "2026-05-01T08:00:00.300Z", Planned: 1350, Counters: c}
+	}
+	tcpClean := map[string]uint64{record.TCPMessagesSent: 1350, record.TCPMessagesReceived: 1350, record.TCPConnectionsOpened: 1}
+	udpClean := map[string]uint64{record.UDPDatagramsSent: 1350, record.UDPDatagramsReceived: 1350}
+	grpcClean := map[string]uint64{record.HTTP2xx: 1350, record.GRPCStatusOK: 1350}
+	for _, tc := range []struct {
+		name string
+		b    map[string]uint64
+		want string // "" passes
+	}{
+		{"tcp clean", tcpClean, ""},
+		{"udp clean", udpClean, ""},
+		{"tcp lost", map[string]uint64{record.TCPMessagesSent: 1350, record.TCPMessagesReceived: 1347, record.TCPInflightLost: 3, record.TCPConnectionClosed: 1},
+			"failures tcp_connection_closed=1 [node=1] tcp_inflight_lost=3 [node=3]"},
+		{"tcp deferred", map[string]uint64{record.TCPMessagesSent: 1340, record.TCPMessagesReceived: 1340, record.TCPDeferred: 10},
+			"failures tcp_deferred=10 [node=10]"},
+		{"udp lost", map[string]uint64{record.UDPDatagramsSent: 1350, record.UDPDatagramsReceived: 1345, record.UDPLost: 5},
+			"failures udp_lost=5 [node=5]"},
+		{"udp unaccounted", map[string]uint64{record.UDPDatagramsSent: 1349, record.UDPDatagramsReceived: 1349}, "accounting"},
+		// gRPC unary: a failed call answered 200 is in no HTTP class,
+		// only in its grpc_status, by which the gRPC law accounts for it.
+		{"grpc clean", grpcClean, ""},
+		{"grpc unavailable", map[string]uint64{record.HTTP2xx: 1347, record.GRPCStatusOK: 1347, record.GRPCStatusPrefix + "14": 3, record.GRPCError: 3},
+			"failures grpc_error=3 [node=3] grpc_status.14=3 [node=3]"},
+		{"grpc reset", map[string]uint64{record.HTTP2xx: 1348, record.GRPCStatusOK: 1348, record.StreamResets: 2, record.GRPCStatusMissing: 2, record.GRPCError: 2},
+			"grpc_status.missing=2 [node=2]"},
+		{"grpc unaccounted", map[string]uint64{record.HTTP2xx: 1349, record.GRPCStatusOK: 1349}, "accounting"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clean := tcpClean
+			switch {
+			case strings.HasPrefix(tc.name, "udp"):
+				clean = udpClean
+			case strings.HasPrefix(tc.name, "grpc"):
+				clean = grpcClean
+			}
+			e := execution(t, "a", "9", 150000, msgs(addrA, clean), msgs(addrB, tc.b))
+			v := Grade(input(e))
+			got := v.Targets[0]
+			if tc.want == "" {
+				if got.Status != ResultPass {
+					t.Fatalf("status %s: %v", got.Status, got.Reasons)
+				}
+				return
+			}
+			want := strings.ReplaceAll(tc.want, "node", addrB)
+			if got.Status == ResultPass || !strings.Contains(strings.Join(got.Reasons, " | "), want) {
+				t.Errorf("status %s, reasons %q; want a failure with %q", got.Status, got.Reasons, want)
+			}
+		})
+	}
+}

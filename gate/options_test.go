@@ -3,6 +3,7 @@ package gate
 import (
 	"bytes"
 	"context"
+	"github.com/sortie-soak/sortie/record"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,6 +108,12 @@ func TestHelp(t *testing.T) {
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("--help lacks %q", want)
+		}
+	}
+	// Every failure counter of the TCP and UDP modes is named.
+	for _, name := range append(append([]string(nil), record.Outcomes...), append(record.TCPDetails, record.UDPDetails...)...) {
+		if record.InZeroFailureSet(name) && (strings.Contains(name, "tcp_") || strings.Contains(name, "udp_")) && !strings.Contains(help, short(name)) {
+			t.Errorf("--help does not list %s of the zero-failure set", short(name))
 		}
 	}
 	if stdout.Len() != 0 {

@@ -10,13 +10,24 @@ import (
 // that must be zero for a clean run (4xx, 5xx, resets, connection failures,
 // overflow, in-flight losses, request timeouts, requests dropped late), or one of the detail counters of such a
 // class (stream_resets_*, pool_failure_*), or a connection's protocol
-// error (bytes no request asked for).
+// error (bytes no request asked for); of a TCP execution every tcp_*
+// counter but messages sent and received and connections opened, of a UDP
+// one every udp_* counter but datagrams sent and received; of a gRPC one
+// grpc_error and every grpc_status.<code> but 0.
 func InZeroFailureSet(name string) bool {
 	switch name {
+	case GRPCError:
+		return true
+	case GRPCStatusOK:
+		return false
 	case HTTP4xx, HTTP5xx, PoolConnectionFailure, PoolOverflow, InflightLost, RequestTimeout, LateDropped, ConnectionProtocolError:
 		return true
+	case TCPDeferred, TCPUnavailable, TCPEchoMismatch, TCPInflightLost, TCPDrainIncomplete, TCPConnectFailures, TCPConnectionClosed:
+		return true
+	case UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable, UDPUnexpected:
+		return true
 	}
-	return strings.HasPrefix(name, StreamResets) || strings.HasPrefix(name, "benchmark.pool_failure_")
+	return strings.HasPrefix(name, StreamResets) || strings.HasPrefix(name, GRPCStatusPrefix) || strings.HasPrefix(name, "benchmark.pool_failure_")
 }
 
 // FailuresOf lists, in the compatibility shape of failures[], every result
@@ -107,12 +118,8 @@ func (r BackendResult) Conserves() error {
 	gap, over := r.GapCount()
 	sum, c := bits.Add64(r.Unsent, gap, 0)
 	over = over || c != 0
-	outcomes := uint64(0)
-	for _, k := range Outcomes {
-		var c uint64
-		outcomes, c = bits.Add64(outcomes, r.Counters[k], 0)
-		over = over || c != 0
-	}
+	outcomes, o := OutcomeSum(r.Counters)
+	over = over || o
 	sum, c = bits.Add64(sum, outcomes, 0)
 	over = over || c != 0
 	if !over && sum == r.Planned {

@@ -1,5 +1,10 @@
 package record
 
+import (
+	"math/bits"
+	"strings"
+)
+
 // The benchmark.* counters and statistics that the engine produces and the
 // driver and gate read. The names are part of the compatibility contract
 // and never change.
@@ -57,13 +62,163 @@ const (
 	ReasonOverflow              = "overflow"               // response larger than the engine accepts
 )
 
+// Raw TCP echo counters (a tcp:// or tcps:// execution), the names of the
+// sortie + Nighthawk stack.
+//
+// Conservation of a TCP execution: every message due is written or dropped,
+//
+//	planned = tcp_messages_sent + tcp_deferred + tcp_unavailable (+ late_dropped + unsent)
+//
+// and, when the peer is expected to echo, every message written has exactly
+// one fate,
+//
+//	tcp_messages_sent = tcp_messages_received + tcp_echo_mismatch + tcp_inflight_lost + tcp_drain_incomplete.
+//
+// Without an echo a message is done once written, and tcp_inflight_lost
+// counts the writes that failed (they are in tcp_messages_sent too).
+const (
+	// TCPMessagesSent: messages written (or whose write failed).
+	TCPMessagesSent = "benchmark.tcp_messages_sent"
+	// TCPDeferred: a message due on a connection that held
+	// max_inflight_per_connection unanswered ones; not sent.
+	TCPDeferred = "benchmark.tcp_deferred"
+	// TCPUnavailable: a message due on a connection that is not open (it
+	// never opened, or the peer closed it); not sent.
+	TCPUnavailable = "benchmark.tcp_unavailable"
+	// TCPMessagesReceived: messages whose echo came back, byte for byte.
+	TCPMessagesReceived = "benchmark.tcp_messages_received"
+	// TCPEchoMismatch: a message's worth of bytes came back that is not the
+	// message; the connection is closed.
+	TCPEchoMismatch = "benchmark.tcp_echo_mismatch"
+	// TCPInflightLost: messages written on a connection that closed (or
+	// failed the write) before their echo.
+	TCPInflightLost = "benchmark.tcp_inflight_lost"
+	// TCPDrainIncomplete: messages still unanswered when the drain ended.
+	TCPDrainIncomplete = "benchmark.tcp_drain_incomplete"
+	// Connection events, in no outcome class.
+	TCPConnectionsOpened = "benchmark.tcp_connections_opened"
+	TCPConnectFailures   = "benchmark.tcp_connect_failures"
+	// TCPConnectionClosed: the peer closed (or reset) a connection in use.
+	TCPConnectionClosed = "benchmark.tcp_connection_closed"
+)
+
+// UDP echo counters (a udp:// execution), the names of the sortie +
+// Nighthawk stack.
+//
+// Conservation of a UDP execution: every datagram due has exactly one fate,
+//
+//	planned = udp_datagrams_received + udp_lost + udp_send_errors + udp_deferred + udp_unavailable (+ late_dropped + unsent)
+//
+// and udp_datagrams_sent = udp_datagrams_received + udp_lost.
+const (
+	UDPDatagramsSent = "benchmark.udp_datagrams_sent"
+	// UDPDatagramsReceived: datagrams whose echo (same sequence number and
+	// body) came back in time.
+	UDPDatagramsReceived = "benchmark.udp_datagrams_received"
+	// UDPLost: datagrams unanswered for the udp timeout (or when the
+	// execution ended).
+	UDPLost = "benchmark.udp_lost"
+	// UDPSendErrors: datagrams the socket refused to send.
+	UDPSendErrors = "benchmark.udp_send_errors"
+	// UDPDeferred: a datagram due while max_inflight were unanswered; not
+	// sent.
+	UDPDeferred = "benchmark.udp_deferred"
+	// UDPUnavailable: a datagram due while the worker had no socket.
+	UDPUnavailable = "benchmark.udp_unavailable"
+	// UDPUnexpected: a datagram that matches no datagram outstanding (a
+	// duplicate, a late echo, or not an echo); in no outcome class.
+	UDPUnexpected = "benchmark.udp_unexpected"
+)
+
+// gRPC unary counters (an execution with grpc mode unary), the names of
+// the sortie + Nighthawk stack. Every call that got a stream (an answer, a
+// reset, a request timeout) counts exactly one grpc_status.<code>: the
+// grpc-status it ended with, 0..16, or missing when it had none (a reset,
+// a timeout, an answer without the field or with one that is not a code
+// of 0..16). Any status but 0 is also a grpc_error. A call answered with
+// HTTP 2xx is http_2xx only when its status is 0; other HTTP classes are
+// counted as ever. So the conservation of a gRPC execution is
+//
+//	planned = Σ grpc_status.* + pool_connection_failure + pool_failure_timeout
+//	        + pool_overflow + http_inflight_lost + late_dropped (+ unsent)
+//
+// (GRPCOutcomes), and OutcomeSum reads a result by it when it has any
+// grpc_status counter.
+const (
+	// GRPCStatusPrefix + "0".."16" or GRPCStatusMissing.
+	GRPCStatusPrefix  = "benchmark.grpc_status."
+	GRPCStatusOK      = GRPCStatusPrefix + "0"
+	GRPCStatusMissing = GRPCStatusPrefix + "missing"
+	// GRPCError: a call whose grpc-status is not 0 (or missing).
+	GRPCError = "benchmark.grpc_error"
+)
+
+// GRPCMaxStatus is the largest gRPC status code (UNAUTHENTICATED).
+const GRPCMaxStatus = 16
+
+// GRPCStreamless are the outcome classes of a gRPC call that never had a
+// stream, so no grpc_status.
+var GRPCStreamless = []string{PoolConnectionFailure, PoolFailureTimeout, PoolOverflow, InflightLost, LateDropped}
+
+// IsGRPC says a counter map is a gRPC execution's: it has a grpc_status
+// counter. One without any had no call with a stream, and then both laws
+// agree (its HTTP classes, resets and timeouts are all zero).
+func IsGRPC(c map[string]uint64) bool {
+	for k, v := range c {
+		if v > 0 && strings.HasPrefix(k, GRPCStatusPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// OutcomeSum sums the outcome classes of c by the law of its mode: of a
+// gRPC execution Σ grpc_status.* and GRPCStreamless, of any other the
+// Outcomes. The bool says the sum overflowed 64 bits.
+func OutcomeSum(c map[string]uint64) (uint64, bool) {
+	var n, carry uint64
+	over := false
+	add := func(v uint64) {
+		n, carry = bits.Add64(n, v, 0)
+		over = over || carry != 0
+	}
+	if !IsGRPC(c) {
+		for _, k := range Outcomes {
+			add(c[k])
+		}
+		return n, over
+	}
+	for k, v := range c {
+		if strings.HasPrefix(k, GRPCStatusPrefix) {
+			add(v)
+		}
+	}
+	for _, k := range GRPCStreamless {
+		add(c[k])
+	}
+	return n, over
+}
+
 // Outcomes lists the outcome classes whose sum is the number of planned
-// requests (principle 1 of the architecture).
+// requests (principle 1 of the architecture): an HTTP execution's, a TCP
+// execution's and a UDP execution's (each mode counts none of the others').
 var Outcomes = []string{
 	HTTP1xx, HTTP2xx, HTTP3xx, HTTP4xx, HTTP5xx,
 	StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow,
 	InflightLost, RequestTimeout, LateDropped,
+	TCPMessagesSent, TCPDeferred, TCPUnavailable,
+	UDPDatagramsReceived, UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable,
 }
+
+// TCPDetails are the TCP counters that are not outcome classes: the fate
+// of a message written, and the connection events.
+var TCPDetails = []string{
+	TCPMessagesReceived, TCPEchoMismatch, TCPInflightLost, TCPDrainIncomplete,
+	TCPConnectionsOpened, TCPConnectFailures, TCPConnectionClosed,
+}
+
+// UDPDetails are the UDP counters that are not outcome classes.
+var UDPDetails = []string{UDPDatagramsSent, UDPUnexpected}
 
 // Statistic ids.
 const (
@@ -72,13 +227,37 @@ const (
 	RequestToResponse = "benchmark_http_client.request_to_response"
 	QueueToConnect    = "benchmark_http_client.queue_to_connect"
 	SendLateness      = "benchmark_http_client.send_lateness"
+	// TCPMessageLatency and UDPMessageLatency run from each message's due
+	// time to its echo.
+	TCPMessageLatency = "benchmark_tcp.message_latency"
+	UDPMessageLatency = "benchmark_udp.message_latency"
+	// LatencyGRPCOK: latency of the gRPC calls that ended with
+	// grpc-status 0, from their due time.
+	LatencyGRPCOK = "benchmark_http_client.latency_grpc_ok"
 )
 
-// Sum adds the outcome classes of a counter map.
-func Sum(c map[string]uint64) uint64 {
-	var n uint64
-	for _, k := range Outcomes {
-		n += c[k]
+// Succeeded is how many of a result's requests or messages succeeded, in
+// whichever mode it ran: http_2xx; of a TCP execution the messages sent
+// that were neither mismatched, lost nor left at the drain (with an echo,
+// those echoed; without, those written); of a UDP execution the datagrams
+// echoed. It is what a count floor holds a result to.
+func Succeeded(c map[string]uint64) uint64 {
+	tcp := c[TCPMessagesSent]
+	for _, k := range []string{TCPEchoMismatch, TCPInflightLost, TCPDrainIncomplete} {
+		tcp -= min(tcp, c[k])
 	}
+	return c[HTTP2xx] + tcp + c[UDPDatagramsReceived]
+}
+
+// succeeding are the outcome classes Succeeded reads.
+var succeeding = map[string]bool{HTTP2xx: true, TCPMessagesSent: true, UDPDatagramsReceived: true}
+
+// Succeeding says an outcome class counts successes (see Succeeded).
+func Succeeding(class string) bool { return succeeding[class] }
+
+// Sum adds the outcome classes of a counter map, by the law of its mode
+// (OutcomeSum).
+func Sum(c map[string]uint64) uint64 {
+	n, _ := OutcomeSum(c)
 	return n
 }

@@ -24,7 +24,12 @@ import (
 //	report, results_stream, live_record   the run's files, as given
 //	backends          pool name: backend addresses, as resolved
 //	stages[]          {name, dispatched, start_time, executions[]
-//	                  {label, backend, execution_id}} in dispatch order
+//	                  {label, backend, execution_id, rejoins[]}} in
+//	                  dispatch order; rejoins[] {addr, execution_id,
+//	                  offset_ms, before {planned, unsent, counters}, gap,
+//	                  live_buckets_before, live_samples_before}
+//	                  are the engines of the node that came back, each
+//	                  written before the rest of the schedule was sent to it
 //	finished          the run's report was written: nothing to resume
 //	cancelled         sortie run --cancel cancelled its executions
 //	detached_at       when a driver last detached on SIGTERM (the engines
@@ -89,7 +94,48 @@ type ManifestExecution struct {
 	Label       string `json:"label"`
 	Backend     string `json:"backend"`
 	ExecutionID string `json:"execution_id"`
+	// Rejoins are the engines of the backend's node that came back and
+	// took up the rest of the schedule, in order: a driver that resumes
+	// follows the last one again, and takes the counts of those before
+	// it from here (their engines are gone).
+	Rejoins []ManifestRejoin `json:"rejoins,omitempty"`
 }
+
+// ManifestRejoin is one engine of a node that came back mid-execution,
+// written before the rest of the schedule is sent to it.
+type ManifestRejoin struct {
+	// Addr is the address of the engine that came back, ExecutionID the
+	// id of the execution it was given (the rest of the schedule).
+	Addr        string `json:"addr"`
+	ExecutionID string `json:"execution_id"`
+	// OffsetMs is where it takes up the schedule, in ms from the stage's
+	// start time (ExecuteRequest.start_offset).
+	OffsetMs int64 `json:"offset_ms"`
+	// Before is what the engine before it counted of its own part of
+	// the schedule (from its offset to the gap), whole: that engine is
+	// gone, and this is the only record of it a resume can trust.
+	Before Counted `json:"before"`
+	// Gap is the time between the two engines: the requests due in it
+	// were not sent.
+	Gap Gap `json:"gap"`
+	// LiveBucketsBefore and LiveSamplesBefore count the bucket and
+	// sample lines of this execution on this backend the live record
+	// holds before this engine's (the engines before it wrote them
+	// first): a resume follows this engine from the lines after them.
+	LiveBucketsBefore uint32 `json:"live_buckets_before"`
+	LiveSamplesBefore uint32 `json:"live_samples_before"`
+}
+
+// Counted is what one engine counted of its part of a schedule.
+type Counted struct {
+	Planned  uint64            `json:"planned"`
+	Unsent   uint64            `json:"unsent"`
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// maxRejoins bounds the rejoins a manifest may name for one execution on
+// one backend, far above what a driver gives (its --help says how many).
+const maxRejoins = 10_000
 
 // DriverGap is a time during which no driver followed the run: the
 // engines ran on, and the driver that resumed took what they kept, so no
@@ -183,12 +229,40 @@ func ReadManifest(r io.Reader) (*Manifest, error) {
 			if x.Label == "" || x.Backend == "" || x.ExecutionID == "" {
 				problems = append(problems, fmt.Errorf("stages[%d].executions[%d]: label, backend and execution_id are all needed", i, j))
 			}
+			if err := checkRejoins(x.Rejoins); err != nil {
+				problems = append(problems, fmt.Errorf("stages[%d].executions[%d].%w", i, j, err))
+			}
 		}
 	}
 	if len(problems) > 0 {
 		return nil, errors.Join(problems...)
 	}
 	return &m, nil
+}
+
+// checkRejoins checks a manifest execution's rejoins: each names its
+// engine and execution, their offsets grow, and their gaps are times in
+// order (as a result's gap_unsent must be).
+func checkRejoins(rs []ManifestRejoin) error {
+	if len(rs) > maxRejoins {
+		return fmt.Errorf("rejoins: %d, at most %d", len(rs), maxRejoins)
+	}
+	gaps := make([]Gap, len(rs))
+	prev := int64(-1)
+	for k, rj := range rs {
+		if rj.Addr == "" || rj.ExecutionID == "" {
+			return fmt.Errorf("rejoins[%d]: addr and execution_id are both needed", k)
+		}
+		if rj.OffsetMs < 0 || rj.OffsetMs < prev {
+			return fmt.Errorf("rejoins[%d]: offset_ms %d is negative or before the rejoin ahead of it", k, rj.OffsetMs)
+		}
+		prev = rj.OffsetMs
+		gaps[k] = rj.Gap
+	}
+	if err := checkGaps(gaps); err != nil {
+		return fmt.Errorf("rejoins: %w", err)
+	}
+	return nil
 }
 
 // Stage returns the dispatched stage of that name, or nil.

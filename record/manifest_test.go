@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,17 @@ func TestManifestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A rejoin is read back whole: the next driver trusts nothing else
+	// of an engine that is gone.
+	m.Stages[0].Executions[0].Rejoins = []ManifestRejoin{{Addr: "127.0.0.1:2", ExecutionID: "r1/mesh/a@127.0.0.1:1~rejoin1", OffsetMs: 14000,
+		Before: Counted{Planned: 240, Unsent: 3, Counters: map[string]uint64{HTTP2xx: 237}},
+		Gap:    Gap{From: "2026-01-01T00:00:10.000Z", To: "2026-01-01T00:00:16.000Z", Count: 180, Why: GapRestarted, Backend: "127.0.0.1:2"}}}
+	if err := WriteManifest(path, m); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := ReadManifestFile(path); err != nil || !reflect.DeepEqual(back.Stages[0].Executions[0].Rejoins, m.Stages[0].Executions[0].Rejoins) {
+		t.Errorf("rejoins read back %+v, %v; want %+v", back, err, m.Stages[0].Executions[0].Rejoins)
+	}
 	if got.Version != ManifestVersion || got.RunID != "r1" || got.Stage("mesh") == nil || got.Stage("mesh").Executions[0].ExecutionID != "r1/mesh/a@127.0.0.1:1" {
 		t.Errorf("read back %+v", got)
 	}
@@ -37,6 +49,14 @@ func TestReadManifestRefuses(t *testing.T) {
 		"bad time":      `{"version":1,"run_id":"r","backends":{},"stages":[{"name":"s","dispatched":"x","start_time":"y","executions":[]}]}`,
 		"no id":         `{"version":1,"run_id":"r","backends":{},"stages":[{"name":"s","dispatched":"2026-01-01T00:00:00.000Z","start_time":"2026-01-01T00:00:00.000Z","executions":[{"label":"a"}]}]}`,
 		"two values":    `{"version":1,"run_id":"r","backends":{},"stages":[]} {}`,
+		"rejoin without an id": `{"version":1,"run_id":"r","backends":{},"stages":[{"name":"s","dispatched":"2026-01-01T00:00:00.000Z","start_time":"2026-01-01T00:00:00.000Z",` +
+			`"executions":[{"label":"a","backend":"a:1","execution_id":"r/a@a:1","rejoins":[{"addr":"a:1","offset_ms":1000,"before":{"planned":1,"unsent":0,"counters":{}},"gap":{"from":"2026-01-01T00:00:00.000Z","to":"2026-01-01T00:00:01.000Z","count":1}}]}]}]}`,
+		"rejoins out of order": `{"version":1,"run_id":"r","backends":{},"stages":[{"name":"s","dispatched":"2026-01-01T00:00:00.000Z","start_time":"2026-01-01T00:00:00.000Z",` +
+			`"executions":[{"label":"a","backend":"a:1","execution_id":"r/a@a:1","rejoins":[` +
+			`{"addr":"a:1","execution_id":"x2","offset_ms":9000,"before":{"planned":1,"unsent":0,"counters":{}},"gap":{"from":"2026-01-01T00:00:08.000Z","to":"2026-01-01T00:00:09.000Z","count":1}},` +
+			`{"addr":"a:1","execution_id":"x1","offset_ms":5000,"before":{"planned":1,"unsent":0,"counters":{}},"gap":{"from":"2026-01-01T00:00:04.000Z","to":"2026-01-01T00:00:05.000Z","count":1}}]}]}]}`,
+		"rejoin gap not a time": `{"version":1,"run_id":"r","backends":{},"stages":[{"name":"s","dispatched":"2026-01-01T00:00:00.000Z","start_time":"2026-01-01T00:00:00.000Z",` +
+			`"executions":[{"label":"a","backend":"a:1","execution_id":"r/a@a:1","rejoins":[{"addr":"a:1","execution_id":"x1","offset_ms":1000,"before":{"planned":1,"unsent":0,"counters":{}},"gap":{"from":"then","to":"now","count":1}}]}]}]}`,
 	} {
 		if _, err := ReadManifest(strings.NewReader(in)); err == nil {
 			t.Errorf("%s: read without error", name)
@@ -50,6 +70,8 @@ func TestReadManifestRefuses(t *testing.T) {
 
 func FuzzReadManifest(f *testing.F) {
 	f.Add([]byte(`{"version":1,"run_id":"r","backends":{"p":["a:1"]},"stages":[{"name":"s","dispatched":"2026-01-01T00:00:00.000Z","start_time":"2026-01-01T00:00:00.000Z","executions":[{"label":"a","backend":"a:1","execution_id":"r/a@a:1"}]}]}`))
+	f.Add([]byte(`{"version":1,"run_id":"r","backends":{},"stages":[{"name":"s","dispatched":"2026-01-01T00:00:00.000Z","start_time":"2026-01-01T00:00:00.000Z",` +
+		`"executions":[{"label":"a","backend":"a:1","execution_id":"r/a@a:1","rejoins":[{"addr":"a:1","execution_id":"x1","offset_ms":1000,"before":{"planned":1,"unsent":0,"counters":{"http_2xx":1}},"gap":{"from":"2026-01-01T00:00:00.000Z","to":"2026-01-01T00:00:01.000Z","count":1}}]}]}]}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`nope`))
 	f.Fuzz(func(t *testing.T, data []byte) {

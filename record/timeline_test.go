@@ -155,7 +155,8 @@ func TestCheckSamples(t *testing.T) {
 	if err := CheckSamples(buckets, good); err != nil {
 		t.Fatalf("samples that add up: %v", err)
 	}
-	if got, want := FailureClasses, []string{HTTP4xx, HTTP5xx, StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow, InflightLost, RequestTimeout, LateDropped}; !cmp.Equal(got, want) {
+	if got, want := FailureClasses, []string{HTTP4xx, HTTP5xx, StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow, InflightLost, RequestTimeout, LateDropped,
+		TCPDeferred, TCPUnavailable, UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable}; !cmp.Equal(got, want) {
 		t.Errorf("FailureClasses = %v, want %v", got, want)
 	}
 	tests := []struct {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -123,6 +124,67 @@ type Options struct {
 	// RequestTimeout is the plan's request_timeout, default
 	// DefaultRequestTimeout; 0 leaves it out (no per-request timeout).
 	RequestTimeout time.Duration
+	// Protocol is the scenario's protocol: http1 (also when empty),
+	// http2, or tcp or udp for raw echo load: the targets' URLs are then
+	// tcp:// or udp:// (the scheme selects the mode), the plan carries
+	// Body as the message and nothing HTTP-shaped, and its thresholds are
+	// the mode's own failure counters and a floor of echoed messages.
+	Protocol string
+	// Body is the message of a tcp or udp plan, echoed and matched; it
+	// must be printable ASCII without quotes or backslashes.
+	Body string
+	// GRPC renders a grpc: {mode: unary} block instead of a protocol
+	// line (gRPC means http2 and POST) and a grpc_error == 0 threshold:
+	// each request a unary call to its target's URL with an empty
+	// message.
+	GRPC bool
+}
+
+// The raw protocols of Options.Protocol.
+const (
+	ProtocolTCP = "tcp"
+	ProtocolUDP = "udp"
+)
+
+// ZeroThresholdsTCP and ZeroThresholdsUDP are the zero-failure sets of the
+// raw modes: every way a message can end but echoed.
+var (
+	ZeroThresholdsTCP = []string{
+		record.TCPDeferred, record.TCPUnavailable, record.TCPEchoMismatch, record.TCPInflightLost,
+		record.TCPDrainIncomplete, record.TCPConnectFailures, record.TCPConnectionClosed,
+	}
+	ZeroThresholdsUDP = []string{
+		record.UDPLost, record.UDPSendErrors, record.UDPDeferred, record.UDPUnavailable, record.UDPUnexpected,
+	}
+)
+
+// raw says the protocol is tcp or udp.
+func (o Options) raw() bool { return o.Protocol == ProtocolTCP || o.Protocol == ProtocolUDP }
+
+// zeroThresholds are the counters the plan holds at zero.
+func (o Options) zeroThresholds() []string {
+	switch o.Protocol {
+	case ProtocolTCP:
+		return ZeroThresholdsTCP
+	case ProtocolUDP:
+		return ZeroThresholdsUDP
+	}
+	if o.GRPC {
+		return append(slices.Clone(ZeroThresholds), record.GRPCError)
+	}
+	return ZeroThresholds
+}
+
+// floorCounter is the counter a target's rate floor reads: the messages
+// echoed in the raw modes, the 2xx answers otherwise.
+func (o Options) floorCounter() string {
+	switch o.Protocol {
+	case ProtocolTCP:
+		return record.TCPMessagesReceived
+	case ProtocolUDP:
+		return record.UDPDatagramsReceived
+	}
+	return record.HTTP2xx
 }
 
 // DefaultOptions returns the defaults: 60 rps per node, concurrency 1, a
@@ -144,6 +206,26 @@ func DefaultOptions() Options {
 // Validate returns every problem with the options at once.
 func (o Options) Validate() error {
 	var errs []error
+	switch o.Protocol {
+	case "", "http1", "http2":
+		if o.Body != "" {
+			errs = append(errs, fmt.Errorf("a body goes with protocol tcp or udp only, not %q", o.Protocol))
+		}
+	case ProtocolTCP, ProtocolUDP:
+		if err := checkUserAgent(o.Body); err != nil {
+			errs = append(errs, fmt.Errorf("body of a %s plan: %w", o.Protocol, err))
+		}
+		for _, t := range o.Targets {
+			if !strings.HasPrefix(t.URL, o.Protocol+"://") {
+				errs = append(errs, fmt.Errorf("target %s: url %q is not %s://", t.Name, t.URL, o.Protocol))
+			}
+		}
+	default:
+		errs = append(errs, fmt.Errorf("protocol %q: want http1, http2, tcp or udp", o.Protocol))
+	}
+	if o.GRPC && o.Protocol != "" && o.Protocol != "http2" {
+		errs = append(errs, fmt.Errorf("grpc with protocol %q: gRPC is http2", o.Protocol))
+	}
 	if len(o.Targets) == 0 {
 		errs = append(errs, errors.New("no targets (--targets)"))
 	} else if len(o.Targets) > MaxTargets {
@@ -298,6 +380,9 @@ func Render(o Options) (*Rendered, error) {
 	if r.MaxPending == AutoMaxPending {
 		r.MaxPending = MaxPendingFor(maxInt(rps), o.Concurrency, o.StallBudget)
 	}
+	if o.raw() {
+		r.MaxPending = 0 // a raw message finding no room is counted, never queued
+	}
 	if o.PerTargetFloors {
 		r.Floors = make([]string, len(rps))
 		for i, share := range rps {
@@ -360,16 +445,21 @@ func (r *Rendered) plan(o Options) []byte {
 	p("# Rendered by sortie-plan from %s; edit that file and render again.\n", oneLine(source))
 	p("# Profile %s: %d rps per node over %s (%s), %s, concurrency %d.\n",
 		o.Profile, o.Rate, plural(len(r.Shares), "target"), SplitString(rps), plural(r.Backends, "backend"), o.Concurrency)
-	switch o.MaxPending {
-	case AutoMaxPending:
+	switch {
+	case o.raw():
+		p("# No max_pending_requests: a %s message that finds no room is counted, never queued.\n", o.Protocol)
+	case o.MaxPending == AutoMaxPending:
 		p("# max_pending_requests %d = ceil(largest share %d rps / concurrency %d x stall budget %s).\n",
 			r.MaxPending, maxInt(rps), o.Concurrency, o.StallBudget)
-	case 0:
+	case o.MaxPending == 0:
 		p("# No max_pending_requests: the engine's default queue.\n")
 	default:
 		p("# max_pending_requests %d as asked.\n", r.MaxPending)
 	}
 	pct := strconv.FormatFloat(o.FloorPct, 'f', -1, 64)
+	if o.raw() {
+		p("# Raw %s echo: the floors count messages echoed (%s), not 2xx answers.\n", o.Protocol, o.floorCounter())
+	}
 	if o.PerTargetFloors {
 		p("# 2xx rate floor of each target = %s%% of its own share x %s, on the target.\n",
 			pct, plural(r.Backends, "backend"))
@@ -397,7 +487,46 @@ func (r *Rendered) plan(o Options) []byte {
 	p("scenarios:\n")
 	p("  - name: %s\n", o.Scenario)
 	p("    pool: %s\n", PoolName)
-	p("    protocol: http1\n")
+	r.httpFields(o, p)
+	p("    executor: {type: constant-rate, rate: %d, duration: %s, per_backend: true, open_loop: true}\n",
+		o.Rate, seconds(r.Duration))
+	p("    # weight is each target's rps per node; they add up to the rate.\n")
+	p("    targets:\n")
+	for i, s := range r.Shares {
+		own := ""
+		if r.Floors != nil {
+			own = fmt.Sprintf(", thresholds: [%s]", quote(floorExpr(o.floorCounter(), r.Floors[i])))
+		}
+		p("      - {name: %s, url: %s, weight: %d%s}\n", scalar(s.Name), quote(s.URL), s.RPS, own)
+	}
+	p("    thresholds:\n")
+	for _, c := range o.zeroThresholds() {
+		p("      - %s\n", quote("counter:"+c+" == 0"))
+	}
+	if r.Floors == nil {
+		p("      - %s\n", quote(floorExpr(o.floorCounter(), r.Floor)))
+	}
+	return []byte(b.String())
+}
+
+// httpFields writes the scenario's protocol, concurrency, queue, headers
+// and request timeout; a tcp or udp plan has concurrency and its body
+// only, since the plan refuses HTTP fields with raw targets.
+func (r *Rendered) httpFields(o Options, p func(string, ...any)) {
+	if o.raw() {
+		p("    concurrency: %s\n", quote(strconv.Itoa(o.Concurrency)))
+		p("    body: %s\n", quote(o.Body))
+		return
+	}
+	proto := o.Protocol
+	if proto == "" {
+		proto = "http1"
+	}
+	if o.GRPC {
+		p("    grpc: {mode: unary}\n")
+	} else {
+		p("    protocol: %s\n", proto)
+	}
 	p("    concurrency: %s\n", quote(strconv.Itoa(o.Concurrency)))
 	if r.MaxPending > 0 {
 		p("    max_pending_requests: %d\n", r.MaxPending)
@@ -406,29 +535,10 @@ func (r *Rendered) plan(o Options) []byte {
 	if o.RequestTimeout > 0 {
 		p("    request_timeout: %s\n", o.RequestTimeout)
 	}
-	p("    executor: {type: constant-rate, rate: %d, duration: %s, per_backend: true, open_loop: true}\n",
-		o.Rate, seconds(r.Duration))
-	p("    # weight is each target's rps per node; they add up to the rate.\n")
-	p("    targets:\n")
-	for i, s := range r.Shares {
-		own := ""
-		if r.Floors != nil {
-			own = fmt.Sprintf(", thresholds: [%s]", quote(floorExpr(r.Floors[i])))
-		}
-		p("      - {name: %s, url: %s, weight: %d%s}\n", scalar(s.Name), quote(s.URL), s.RPS, own)
-	}
-	p("    thresholds:\n")
-	for _, c := range ZeroThresholds {
-		p("      - %s\n", quote("counter:"+c+" == 0"))
-	}
-	if r.Floors == nil {
-		p("      - %s\n", quote(floorExpr(r.Floor)))
-	}
-	return []byte(b.String())
 }
 
-// floorExpr is the threshold of a 2xx rate floor.
-func floorExpr(floor string) string { return "rate:" + record.HTTP2xx + " >= " + floor }
+// floorExpr is the threshold of a rate floor on counter.
+func floorExpr(counter, floor string) string { return "rate:" + counter + " >= " + floor }
 
 func (r *Rendered) rps() []int {
 	rps := make([]int, len(r.Shares))

@@ -102,3 +102,90 @@ func TestGoldenPlansParse(t *testing.T) {
 		})
 	}
 }
+
+// TestRawPlansParse renders a tcp and a udp plan and reads each with the
+// driver's parser: the scheme selects the mode, the body is the message,
+// nothing HTTP-shaped is written (the parser refuses it with raw
+// targets), and every execution is judged by the mode's zero-failure set
+// and one floor of echoed messages.
+func TestRawPlansParse(t *testing.T) {
+	for _, c := range []struct {
+		proto, mode, floor string
+		zero               []string
+	}{
+		{render.ProtocolTCP, plan.ModeTCP, "rate:benchmark.tcp_messages_received >= ", render.ZeroThresholdsTCP},
+		{render.ProtocolUDP, plan.ModeUDP, "rate:benchmark.udp_datagrams_received >= ", render.ZeroThresholdsUDP},
+	} {
+		t.Run(c.proto, func(t *testing.T) {
+			o := render.DefaultOptions()
+			o.Profile, o.Duration, o.Rate = "local", 10*time.Second, 30
+			o.Services = []string{"127.0.0.11:9000", "127.0.0.12:9000"}
+			o.PerTargetFloors = true
+			o.Protocol, o.Body = c.proto, "soak-echo"
+			o.Targets = []render.Target{
+				{Name: "a", URL: c.proto + "://127.0.0.1:7001", Weight: 2},
+				{Name: "b", URL: c.proto + "://127.0.0.1:7002", Weight: 1},
+			}
+			r, err := render.Render(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := plan.Parse("raw.yaml", r.YAML)
+			if err != nil {
+				t.Fatalf("the driver refuses a rendered %s plan:\n%v\n%s", c.proto, err, r.YAML)
+			}
+			s := p.Scenarios[0]
+			if s.Mode != c.mode || string(s.Body) != "soak-echo" {
+				t.Errorf("mode %q body %q, want %q and the body", s.Mode, s.Body, c.mode)
+			}
+			cp, err := p.Compile(map[string][]string{render.PoolName: o.Services})
+			if err != nil {
+				t.Fatalf("compile: %v", err)
+			}
+			for _, e := range cp.Scenarios[0].Stages[0].Executions {
+				floors := 0
+				for _, th := range e.Thresholds {
+					if strings.HasPrefix(th.Expr, c.floor) {
+						floors++
+					}
+				}
+				if floors != 1 || len(e.Thresholds) != len(c.zero)+1 {
+					t.Errorf("%s: %d floors among %d thresholds, want 1 among %d", e.Label, floors, len(e.Thresholds), len(c.zero)+1)
+				}
+			}
+		})
+	}
+	o := render.DefaultOptions()
+	o.Profile, o.Services, o.Protocol, o.Body = "local", []string{"127.0.0.11:9000"}, render.ProtocolTCP, "x"
+	o.Targets = []render.Target{{Name: "a", URL: "http://127.0.0.1:7001", Weight: 1}}
+	if _, err := render.Render(o); err == nil || !strings.Contains(err.Error(), "is not tcp://") {
+		t.Errorf("a tcp plan with an http target: %v, want it refused", err)
+	}
+}
+
+// TestGRPCPlanParses: a plan rendered with GRPC is one the driver reads as
+// gRPC unary over HTTP/2 POST, runs (not Undriven), and holds to
+// grpc_error == 0.
+func TestGRPCPlanParses(t *testing.T) {
+	o := render.DefaultOptions()
+	o.Profile, o.DNS, o.Backends, o.GRPC = "e2e", "engines:8443", 2, true
+	o.Targets = []render.Target{{Name: "svc-1", URL: "http://svc-1:8080/acme.Greeter/SayHello", Weight: 1}}
+	r, err := render.Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plan.Parse("grpc.yaml", r.YAML)
+	if err != nil {
+		t.Fatalf("the driver refuses a rendered gRPC plan:\n%v\n%s", err, r.YAML)
+	}
+	s := p.Scenarios[0]
+	if s.GRPC == nil || s.GRPC.Mode != plan.GRPCUnary || s.Protocol != plan.ProtocolHTTP2 || s.Method != "POST" {
+		t.Errorf("scenario %+v, want grpc unary over http2 POST", s)
+	}
+	if err := p.Undriven(); err != nil {
+		t.Errorf("a gRPC unary plan is refused: %v", err)
+	}
+	if !strings.Contains(string(r.YAML), `"counter:benchmark.grpc_error == 0"`) {
+		t.Errorf("no grpc_error threshold:\n%s", r.YAML)
+	}
+}

@@ -257,6 +257,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"valid dns", func(*Options) {}, nil},
 		{"valid services without backends", func(o *Options) { o.DNS, o.Backends, o.Services = "", 0, []string{"a:1", "b:2"} }, nil},
 		{"no targets", func(o *Options) { o.Targets = nil }, []string{"no targets (--targets)"}},
+		{"grpc over http1", func(o *Options) { o.GRPC, o.Protocol = true, "http1" }, []string{`grpc with protocol "http1": gRPC is http2`}},
+		{"grpc", func(o *Options) { o.GRPC, o.Protocol = true, "http2" }, nil},
 		{"too many targets", func(o *Options) { o.Targets = make([]Target, 17) }, []string{"17 targets, at most 16"}},
 		{"everything wrong at once", func(o *Options) {
 			o.Profile, o.DNS, o.Backends, o.Rate, o.Concurrency, o.MaxPending, o.StallBudget, o.FloorPct =

@@ -56,7 +56,9 @@ type Execution struct {
 	PerBackend bool
 	Duration   time.Duration
 	// Ramp is the ramp included in Duration (ramping-rate only).
-	Ramp    time.Duration
+	Ramp time.Duration
+	// Timeout is what the execution may take after Duration: the
+	// scenario's timeout, and in the TCP and UDP modes their drain too.
 	Timeout time.Duration
 	// Thresholds are judged on this execution: the scenario's and its
 	// target's own (Scenario.ThresholdsFor).
@@ -117,7 +119,7 @@ func (p *Plan) Compile(backends map[string][]string) (*Compiled, error) {
 					PerBackend: s.Executor.PerBackend,
 					Duration:   duration,
 					Ramp:       ramp,
-					Timeout:    s.Timeout,
+					Timeout:    s.Timeout + s.messageDrain(),
 					Thresholds: s.ThresholdsFor(t),
 					Requests:   make(map[string]*enginev1.ExecuteRequest, len(bs)),
 					Planned:    make(map[string]uint64, len(bs)),
@@ -170,8 +172,23 @@ func (s *Scenario) request(t Target, stageName string, ex Execution, workerRate 
 		MaxPendingRequests: s.MaxPendingRequests,
 		Timeout:            durationpb.New(s.Timeout),
 	}
+	if s.Protocol == ProtocolHTTP2 {
+		req.Protocol = enginev1.Protocol_HTTP2
+		req.MaxConcurrentStreams = s.MaxConcurrentStreams
+	}
+	if g := s.GRPC; g != nil && g.Mode == GRPCUnary {
+		req.Grpc = &enginev1.GRPC{Mode: enginev1.GRPC_UNARY}
+	}
 	if s.RequestTimeout > 0 {
 		req.RequestTimeout = durationpb.New(s.RequestTimeout)
+	}
+	if t := s.TCP; t != nil {
+		echo := t.ExpectEcho
+		req.Tcp = &enginev1.TCP{Connections: t.Connections, MaxInflightPerConnection: t.MaxInflightPerConnection,
+			ExpectEcho: &echo, DrainDuration: durationpb.New(t.DrainDuration)}
+	}
+	if u := s.UDP; u != nil {
+		req.Udp = &enginev1.UDP{MaxInflight: u.MaxInflight, Timeout: durationpb.New(u.Timeout)}
 	}
 	if s.MaxLateness > 0 {
 		req.MaxLateness = durationpb.New(s.MaxLateness)

@@ -286,6 +286,7 @@ scenarios:
 		Method:      "GET",
 		Headers:     []Header{{"Host", "y"}, {"X-A", "spaced"}},
 		Protocol:    "http1",
+		Mode:        ModeHTTP,
 		Connections: 100, Concurrency: 1, Timeout: 30 * time.Second,
 		Executor:   Executor{Type: ConstantRate, Rate: 2, Duration: time.Second},
 		Thresholds: []threshold.Threshold{th("latency_2xx.p99 < 1s"), th("counter:benchmark.http_5xx == 0")},

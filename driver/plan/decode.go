@@ -191,14 +191,9 @@ func (d *decoder) fields(n *yaml.Node, path string) ([]field, bool) {
 // driver does not take, with the reason, so that a plan written for it is
 // refused with more than "unknown field".
 var unsupported = map[string]string{
-	"nighthawk_template":     "the engine is not Nighthawk and takes no template; the plan fields that do the same job are executor (rate, duration, open_loop), connections, concurrency, max_pending_requests, timeout and headers",
-	"distributor":            "pools are services or dns; there is no distributor",
-	"grpc":                   "the engine sends HTTP/1.1 requests only",
-	"websocket":              "the engine sends HTTP/1.1 requests only",
-	"tcp":                    "the engine sends HTTP/1.1 requests only",
-	"udp":                    "the engine sends HTTP/1.1 requests only",
-	"max_concurrent_streams": "the engine speaks HTTP/1.1, which has no streams",
-	"sinks":                  "only a statsd sink exists: set address",
+	"nighthawk_template": "the engine is not Nighthawk and takes no template; the plan fields that do the same job are executor (rate, duration, open_loop), connections, concurrency, max_pending_requests, timeout and headers",
+	"distributor":        "pools are services or dns; there is no distributor",
+	"sinks":              "only a statsd sink exists: set address",
 }
 
 // unknown reports a key that is not in known, suggesting a near spelling.
@@ -490,11 +485,15 @@ type rawScenario struct {
 	concurrency                                       val[string]
 	targets                                           val[[]*rawTarget]
 	headers, thresholds                               val[[]val[string]]
-	connections, maxPending                           val[int64]
+	connections, maxPending, maxStreams               val[int64]
 	timeout, requestTimeout, maxLateness              val[time.Duration]
 	tls                                               val[*rawTLS]
 	stats                                             val[*rawStats]
 	executor                                          rawExecutor
+	grpc                                              val[*rawGRPC]
+	websocket                                         val[*rawWebSocket]
+	tcp                                               val[*rawTCP]
+	udp                                               val[*rawUDP]
 }
 
 type rawTarget struct {
@@ -606,8 +605,8 @@ func (d *decoder) pool(n *yaml.Node, path string) *rawPool {
 var scenarioKeys = []string{
 	"name", "pool", "target", "targets", "method", "headers", "body", "body_file",
 	"protocol", "connections", "concurrency", "max_pending_requests", "timeout",
-	"request_timeout", "max_lateness",
-	"tls", "stats", "executor", "thresholds",
+	"request_timeout", "max_lateness", "max_concurrent_streams",
+	"tls", "stats", "executor", "thresholds", "grpc", "websocket", "tcp", "udp",
 }
 
 func (d *decoder) scenario(n *yaml.Node, path string) *rawScenario {
@@ -656,6 +655,12 @@ func (d *decoder) scenario(n *yaml.Node, path string) *rawScenario {
 			s.requestTimeout = d.duration(v, p)
 		case "max_lateness":
 			s.maxLateness = d.duration(v, p)
+		case "max_concurrent_streams":
+			s.maxStreams = d.integer(v, p)
+		case "grpc":
+			s.grpc = d.grpcBlock(v, p)
+		case "websocket":
+			s.websocket = d.websocketBlock(v, p)
 		case "tls":
 			s.tls = d.tlsBlock(v, p)
 		case "stats":
@@ -664,6 +669,10 @@ func (d *decoder) scenario(n *yaml.Node, path string) *rawScenario {
 			s.executor = d.executor(v, p)
 		case "thresholds":
 			s.thresholds = d.strs(v, p)
+		case "tcp":
+			s.tcp = d.tcpBlock(v, p)
+		case "udp":
+			s.udp = d.udpBlock(v, p)
 		default:
 			d.unknown(f, path, scenarioKeys)
 		}

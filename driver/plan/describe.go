@@ -63,8 +63,25 @@ func describeScenario(w io.Writer, cs CompiledScenario) {
 		}
 		fmt.Fprintf(w, "  executor: %s, %s one after another, rates %s, %v in all, %s\n", x.Type, plural(len(x.Stages), "stage"), per, total, loop)
 	}
-	fmt.Fprintf(w, "  requests: %s, %s, concurrency %d (workers per backend and target), connections %d per worker, max_pending_requests %d per worker, timeout %v\n",
-		s.Method, s.Protocol, s.Concurrency, s.Connections, s.MaxPendingRequests, s.Timeout)
+	switch {
+	case s.TCP != nil && s.Mode == ModeTCP:
+		echo := "each timed against its echo"
+		if !s.TCP.ExpectEcho {
+			echo = "no echo expected"
+		}
+		fmt.Fprintf(w, "  messages: tcp, concurrency %d (workers per backend and target), %d connections per worker, max_inflight_per_connection %d, %s, drain_duration %v, timeout %v\n",
+			s.Concurrency, s.TCP.Connections, s.TCP.MaxInflightPerConnection, echo, s.TCP.DrainDuration, s.Timeout)
+	case s.UDP != nil && s.Mode == ModeUDP:
+		fmt.Fprintf(w, "  messages: udp, concurrency %d (workers per backend and target), one socket per worker, max_inflight %d, timeout %v per datagram\n",
+			s.Concurrency, s.UDP.MaxInflight, s.UDP.Timeout)
+	default:
+		fmt.Fprintf(w, "  requests: %s, %s, concurrency %d (workers per backend and target), connections %d per worker, max_pending_requests %d per worker, timeout %v\n",
+			s.Method, s.Protocol, s.Concurrency, s.Connections, s.MaxPendingRequests, s.Timeout)
+		if s.MaxConcurrentStreams > 0 {
+			fmt.Fprintf(w, "  max_concurrent_streams %d per connection\n", s.MaxConcurrentStreams)
+		}
+		describeModes(w, s)
+	}
 	if s.RequestTimeout > 0 {
 		fmt.Fprintf(w, "  request_timeout %v: a response not ended that long after its request was written is benchmark.request_timeout\n", s.RequestTimeout)
 	}
@@ -189,4 +206,24 @@ func plural[N int | uint64](n N, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// describeModes says what a grpc or websocket block (or protocol http3)
+// asks for, and that a run refuses it.
+func describeModes(w io.Writer, s *Scenario) {
+	const refused = "valid; a run refuses it: this engine does not drive it yet"
+	switch {
+	case s.GRPC != nil && s.GRPC.Mode == GRPCBidiStream:
+		g := s.GRPC
+		fmt.Fprintf(w, "  grpc: bidi-stream, %d streams per backend, max_inflight_per_stream %d, drain_duration %v (%s)\n",
+			g.Streams, g.MaxInflightPerStream, g.DrainDuration, refused)
+	case s.GRPC != nil:
+		fmt.Fprintf(w, "  grpc: %s (%s)\n", s.GRPC.Mode, refused)
+	case s.WebSocket != nil:
+		ws := s.WebSocket
+		fmt.Fprintf(w, "  websocket: %d streams per backend, max_inflight_per_stream %d, drain_duration %v, binary %t (%s)\n",
+			ws.Streams, ws.MaxInflightPerStream, ws.DrainDuration, ws.Binary, refused)
+	case s.Protocol == ProtocolHTTP3:
+		fmt.Fprintf(w, "  protocol http3: %s\n", refused)
+	}
 }

@@ -36,6 +36,11 @@ func FuzzParse(f *testing.F) {
 		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", connections: 0x7fffffffffffffff, executor: {type: constant-rate, rate: 010, duration: 2562048h}}]",
 		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", max_pending_requests: -1_0.0, executor: {type: constant-rate, rate: 1e400, duration: 1ns}}]",
 		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", executor: {type: staircase, stages: [{rate: 10.0, duration: .5s}, {rate: +.5e1, duration: 1.s}]}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\ndefaults: {grpc: {mode: bidi-stream, streams: 3}, concurrency: \"3\"}\nscenarios: [{name: s, pool: p, target: \"http://x/\", protocol: http2, websocket: {binary: true}, executor: {type: constant-rate, rate: 3, duration: 1s}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"https://x/\", protocol: http3, max_concurrent_streams: 4294967296, grpc: {mode: unary, drain_duration: -0s}, executor: {type: constant-rate, rate: 1, duration: 1s}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, target: \"http://x/\", websocket: {streams: 4294967295, max_inflight_per_stream: 1}, concurrency: \"255\", executor: {type: constant-rate, rate: 255, duration: 1s}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\ndefaults: {tcp: {connections: 2}, udp: {timeout: 1s}}\nscenarios: [{name: s, pool: p, target: \"tcps://[::1]:1\", tcp: {expect_echo: false, drain_duration: 0s}, executor: {type: constant-rate, rate: 1, duration: 1s}}]",
+		"version: v1\npools: [{name: p, services: [\"a:1\"]}]\nscenarios: [{name: s, pool: p, targets: [{name: a, url: \"udp://x:0\"}, {name: b, url: \"tcp://x:65536/\"}], body: \"\", udp: {max_inflight: 4294967296}, executor: {type: constant-rate, rate: 2, duration: 1s}}]",
 	} {
 		f.Add([]byte(s))
 	}
@@ -51,6 +56,9 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			checkPositions(t, err)
 			return
+		}
+		if err := p.Undriven(); err != nil {
+			checkPositions(t, err)
 		}
 		c.Describe(io.Discard)
 		if err := c.WriteRequests(io.Discard); err != nil {

@@ -29,7 +29,8 @@
 //	    method: GET                 # default GET
 //	    headers: ["User-Agent: sortie"]
 //	    body: "..."                 # or body_file, relative to the plan
-//	    protocol: http1             # the only one
+//	    protocol: http1             # http1 (default) or http2; http3 validates, a run refuses it
+//	    max_concurrent_streams: 100 # http2: streams per connection; default 100, capped by the server
 //	    connections: 100            # per worker; default 100
 //	    concurrency: "1"            # workers per backend, a string
 //	    max_pending_requests: 0     # per worker; default 0
@@ -45,7 +46,23 @@
 //	      per_backend: false        # rate is per backend instead of the pool's
 //	      open_loop: false
 //	    thresholds: ["counter:benchmark.http_5xx == 0"]
+//	    grpc: {mode: unary}         # or bidi-stream with streams, max_inflight_per_stream,
+//	                                # drain_duration; implies http2 + POST; a run refuses it
+//	    websocket: {streams: 20, max_inflight_per_stream: 256, drain_duration: 500ms, binary: false}
+//	                                # implies http1 + GET; a run refuses it
+//	    tcp: {connections: 1, max_inflight_per_connection: 256, expect_echo: true, drain_duration: 500ms}
+//	    udp: {max_inflight: 256, timeout: 1s}
 //	thresholds: [...] # added to every scenario's
+//
+// A tcp:// or tcps:// target (with an explicit port) selects raw TCP echo
+// load, which the tcp block tunes: each worker keeps tcp.connections
+// connections and writes the body on them round-robin, each message timed
+// against its echo. A udp:// target selects UDP echo load, tuned by the
+// udp block: one datagram per message, timed against the one that comes
+// back with its sequence number; it needs a body. method, headers,
+// protocol, connections, max_pending_requests, request_timeout and
+// thresholds on HTTP counters are errors with either; tls only goes with
+// tcps.
 //
 // A target of targets may carry thresholds of its own, in the same
 // expressions as a scenario's, judged on that target's executions only:
@@ -185,8 +202,16 @@ type Scenario struct {
 	// BodyFile is the body's file as written in the plan; empty for an
 	// inline body.
 	BodyFile string
-	// Protocol is always http1.
+	// Protocol is http1, http2 or http3 (the last valid, not yet driven:
+	// see Undriven); http2 with a grpc block, http1 with a websocket one.
 	Protocol string
+	// MaxConcurrentStreams caps the streams of each HTTP/2 connection;
+	// 0: the server's SETTINGS_MAX_CONCURRENT_STREAMS alone.
+	MaxConcurrentStreams uint32
+	// GRPC and WebSocket are nil unless the plan sets them; a run refuses
+	// them (Undriven).
+	GRPC      *GRPC
+	WebSocket *WebSocket
 	// Connections caps each worker's connections.
 	Connections uint32
 	// Concurrency is the number of workers per backend and target, each
@@ -203,6 +228,13 @@ type Scenario struct {
 	// MaxLateness: a request due longer ago than this when its worker
 	// gets to it is not sent (benchmark.late_dropped); 0: none.
 	MaxLateness time.Duration
+	// Mode is ModeHTTP, ModeTCP or ModeUDP, as the targets' scheme says.
+	// In the last two Method, Protocol and Headers are empty and
+	// Connections and MaxPendingRequests zero.
+	Mode string
+	// TCP is set, defaults applied, in ModeTCP; UDP in ModeUDP.
+	TCP *TCP
+	UDP *UDP
 	// TLS is nil when the plan sets none.
 	TLS *TLS
 	// Stats is nil when the plan sets none.
@@ -225,6 +257,9 @@ type scenarioPos struct {
 	duration loc
 	ramp     loc
 	stages   []stagePos
+	// protocol, grpc and websocket are where those were written, for
+	// Undriven.
+	protocol, grpc, websocket loc
 }
 
 type stagePos struct{ rate, duration loc }

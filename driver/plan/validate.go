@@ -252,9 +252,14 @@ func merge(s, defaults *rawScenario) *rawScenario {
 	fill(&m.timeout, defaults.timeout)
 	fill(&m.requestTimeout, defaults.requestTimeout)
 	fill(&m.maxLateness, defaults.maxLateness)
+	fill(&m.maxStreams, defaults.maxStreams)
+	fill(&m.grpc, defaults.grpc)
+	fill(&m.websocket, defaults.websocket)
 	fill(&m.tls, defaults.tls)
 	fill(&m.stats, defaults.stats)
 	fill(&m.thresholds, defaults.thresholds)
+	fill(&m.tcp, defaults.tcp)
+	fill(&m.udp, defaults.udp)
 
 	// The executor fills field by field, but only with the fields its type
 	// uses: a default staircase's stages do not leak into a constant-rate
@@ -392,15 +397,8 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 	}
 
 	// protocol
-	s.Protocol = DefaultProtocol
-	if rs.proto.set {
-		switch {
-		case !rs.proto.ok:
-			bad()
-		case rs.proto.v != DefaultProtocol:
-			b.fail(rs.proto.at, "protocol %q is not supported: the engine speaks http1 only", rs.proto.v)
-			bad()
-		}
+	if !b.protocol(rs, &s) {
+		bad()
 	}
 
 	// client settings
@@ -436,6 +434,12 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 	} else if rs.maxPending.set {
 		bad()
 	}
+	// grpc, websocket: after method, protocol and concurrency, which
+	// they constrain.
+	if !b.modes(rs, &s, isDefaults) {
+		bad()
+	}
+	s.pos.protocol, s.pos.grpc, s.pos.websocket = rs.proto.at, rs.grpc.at, rs.websocket.at
 	s.Timeout = DefaultTimeout
 	if t := rs.timeout; t.set {
 		switch {
@@ -483,6 +487,12 @@ func (b *builder) scenario(rs *rawScenario, pools map[string]int, planStats *Sta
 		if s.Stats == nil {
 			bad()
 		}
+	}
+
+	// tcp and udp: the targets' scheme decides, after every HTTP default
+	// is set, so that it can clear them.
+	if !b.transport(rs, &s, isDefaults) {
+		bad()
 	}
 
 	// executor
@@ -631,14 +641,21 @@ func (b *builder) targets(rs *rawScenario, s *Scenario, isDefaults bool) bool {
 	}
 }
 
-// checkURL accepts an absolute http or https URL with a host.
+// checkURL accepts an absolute http or https URL with a host, or a tcp,
+// tcps or udp one with a host and a port.
 func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil {
 		return fmt.Errorf("%q is not a URL: %w", s, errors.Unwrap(err))
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("url %q must be http:// or https://", s)
+	switch u.Scheme {
+	case "http", "https":
+	case "tcp", "tcps", "udp":
+		if err := checkStreamURL(u, s); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("url %q must be http://, https://, tcp://, tcps:// or udp://", s)
 	}
 	if u.Opaque != "" || u.Hostname() == "" {
 		return fmt.Errorf("url %q has no host", s)
@@ -1034,18 +1051,34 @@ func (b *builder) executor(rs *rawScenario, s *Scenario, ctx string, isDefaults 
 	return ok
 }
 
+// drainNote names the TCP or UDP drain a span includes, if any.
+func drainNote(s *Scenario) string {
+	if d := s.messageDrain(); d > 0 {
+		return fmt.Sprintf(" and a %s drain of %v", s.Mode, d)
+	}
+	return ""
+}
+
 // checkSpan refuses a scenario whose executions the driver cannot time:
 // each one's duration + timeout, and a staircase's stages together, must
 // be at most MaxSpan, so that no deadline the driver sets (that span plus
 // its drain and grace) overflows.
 func (b *builder) checkSpan(s *Scenario, ctx string) bool {
 	x := s.Executor
+	// The TCP and UDP modes' drain counts as timeout (see messageDrain),
+	// summed without overflow.
+	timeout := s.Timeout
+	if d := s.messageDrain(); d > MaxSpan-timeout {
+		timeout = MaxSpan + 1
+	} else {
+		timeout += d
+	}
 	// fits says d + timeout is at most MaxSpan, without a sum that could
 	// overflow on the way.
-	fits := func(d time.Duration) bool { return d <= MaxSpan && s.Timeout <= MaxSpan-d }
+	fits := func(d time.Duration) bool { return d <= MaxSpan && timeout <= MaxSpan-d }
 	if x.Type != Staircase {
 		if !fits(x.Duration) {
-			b.failIn(ctx, s.pos.duration, "duration %v with timeout %v is too long: duration + timeout is at most %v", x.Duration, s.Timeout, MaxSpan)
+			b.failIn(ctx, s.pos.duration, "duration %v with timeout %v%s is too long: duration + timeout is at most %v", x.Duration, s.Timeout, drainNote(s), MaxSpan)
 			return false
 		}
 		return true
@@ -1053,7 +1086,7 @@ func (b *builder) checkSpan(s *Scenario, ctx string) bool {
 	var total time.Duration
 	for i, st := range x.Stages {
 		if !fits(st.Duration) || !fits(total+min(st.Duration, MaxSpan)) {
-			b.failIn(ctx, s.pos.stages[i].duration, "the stages up to this one with timeout %v are too long: the stages + timeout are at most %v", s.Timeout, MaxSpan)
+			b.failIn(ctx, s.pos.stages[i].duration, "the stages up to this one with timeout %v%s are too long: the stages + timeout are at most %v", s.Timeout, drainNote(s), MaxSpan)
 			return false
 		}
 		total += st.Duration

@@ -164,6 +164,14 @@ var knownCounters = func() map[string]bool {
 	} {
 		m[c] = true
 	}
+	for _, c := range append(append([]string(nil), record.TCPDetails...), record.UDPDetails...) {
+		m[c] = true
+	}
+	// gRPC unary: grpc_error and grpc_status.0..16 and .missing.
+	m[record.GRPCError], m[record.GRPCStatusMissing] = true, true
+	for code := 0; code <= record.GRPCMaxStatus; code++ {
+		m[record.GRPCStatusPrefix+strconv.Itoa(code)] = true
+	}
 	return m
 }()
 

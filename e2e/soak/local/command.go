@@ -18,7 +18,7 @@ import (
 
 const localUsage = `Usage: soak local [--duration 60s] [--nodes 2] [--targets FILE] [--out DIR]
                   [--rolls] [--no-drain] [--roll-idle] [--fault SPEC]...
-                  [--insecure-plaintext]
+                  [--insecure-plaintext] [--protocol http1|h2|grpc|tcp|udp]
 
 Runs a whole soak on this machine: one fixture target process per target,
 each behind a local Service address; one engine per node as a child process
@@ -58,7 +58,9 @@ Faults (--fault, repeatable; times after the load start):
   engine-restart:<node>@<start>+<down>    SIGKILL the node's engine; after <down> start a
                                           new engine of the same node name at the node's
                                           address: the driver gives it the rest of the
-                                          schedule and the gate names the node's GAP
+                                          schedule and the gate names the node's GAP;
+                                          repeat it to restart the node again later
+                                          (one GAP line each; down times must not overlap)
   driver-freeze:@<start>+<length>         SIGSTOP the driver, SIGCONT after the window
   driver-kill:@<start>[+<delay>]          SIGKILL the driver; after <delay> (3s) start it
                                           again with --resume
@@ -93,6 +95,31 @@ on the rolled targets. With --roll-idle each roll replaces a spare replica
 of its target that no endpoint list holds: the negative control of the
 UNOBSERVED rule, which must exit 3.
 
+--protocol picks what the engines speak to the targets:
+  http1  HTTP/1.1 (the default)
+  h2     HTTP/2 with prior knowledge: targets with --h2c, the plan's
+         protocol: http2
+  tcp    raw TCP echo: each target replica runs --tcp-echo behind its local
+         Service; the plan's targets are tcp://<Service> with a body (the
+         message echoed and matched), its thresholds the tcp zero-failure
+         set and a floor of tcp_messages_received. A raw TCP connection is
+         never reopened, so a draining replica keeps echoing on the
+         connections it holds until the engines close them at the end of
+         the load (--echo-drain-grace of the load's length): --rolls pass,
+         with held_conns the engines' connections. With --no-drain the
+         connections close at SIGTERM and every later message is
+         tcp_unavailable: FAIL, attributed to the rolled target and node.
+  udp    UDP echo: each replica runs --udp-echo behind a UDP stand-in of a
+         Service (a flow per client address, kept on one endpoint; a
+         removed endpoint's flows are forgotten, as kube-proxy clears their
+         conntrack entries); udp:// targets with a body, the udp
+         zero-failure set and a floor of udp_datagrams_received. A UDP
+         replica holds no connection, so --rolls that lose nothing are
+         UNOBSERVED (exit 3); --rolls --no-drain FAIL with udp_lost
+         attributed to the rolled target and node.
+Target faults (target-down, target-fail) are HTTP answers: tcp and udp
+refuse them.
+
 Flags:
 `
 
@@ -124,6 +151,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cli.DurationVar(fs, &o.CancelWait, "cancel-wait", o.CancelWait, "the driver's wait for a cancelled execution's answer before it names the engine silent")
 	fs.StringVar(&o.HTML, "html", o.HTML, "file `NAME` of the gate's HTML report in the run directory (\"\" writes none)")
 	cli.DurationVar(fs, &o.Lag, "lag", o.Lag, "how long a replica that leaves the endpoints still receives new connections")
+	fs.StringVar(&o.Protocol, "protocol", o.Protocol, "what the engines speak to the targets: http1, h2 (HTTP/2 with prior knowledge: targets with --h2c, the plan's protocol: http2), grpc (gRPC unary calls to the targets' echo service over h2c: the plan's grpc: {mode: unary}), tcp or udp (echo load; see above)")
 	fs.BoolVar(&o.InsecurePlaintext, "insecure-plaintext", o.InsecurePlaintext, "run the engines' control plane in plaintext instead of the run's mTLS (debugging only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -103,6 +103,13 @@ type LocalOptions struct {
 	// by default it is mTLS with a CA made for the run (tls/ in the run
 	// directory).
 	InsecurePlaintext bool
+	// Protocol is what the engines speak to the targets: http1, h2
+	// (HTTP/2 with prior knowledge: the targets run with --h2c and the
+	// plan says protocol: http2), grpc (unary calls to the targets' gRPC
+	// echo over h2c: the plan says grpc: {mode: unary}), or tcp or udp
+	// (echo load on the targets' --tcp-echo or --udp-echo service: tcp://
+	// or udp:// targets with a body).
+	Protocol string
 }
 
 // DefaultLocalOptions is the embedded default run: 60 s, two nodes, the
@@ -119,6 +126,7 @@ func DefaultLocalOptions() LocalOptions {
 		CancelWait:    30 * time.Second,
 		Lag:           time.Second,
 		HTML:          htmlReport,
+		Protocol:      ProtocolHTTP1,
 	}
 }
 
@@ -140,6 +148,18 @@ func (o LocalOptions) Validate() error {
 	if o.Progress < 0 || o.DeadlineGrace < 0 || o.Lag < 0 || o.AnswerWindow < 0 || o.CancelWait < 0 {
 		errs = append(errs, errors.New("--progress, --deadline-grace, --answer-window, --cancel-wait and --lag must not be negative"))
 	}
+	switch o.Protocol {
+	case ProtocolHTTP1, ProtocolH2, ProtocolGRPC, ProtocolTCP, ProtocolUDP:
+	default:
+		errs = append(errs, fmt.Errorf("--protocol %q: want %s, %s, %s, %s or %s", o.Protocol, ProtocolHTTP1, ProtocolH2, ProtocolGRPC, ProtocolTCP, ProtocolUDP))
+	}
+	if o.raw() {
+		for _, f := range o.Faults {
+			if f.Kind == TargetDown || f.Kind == TargetFail {
+				errs = append(errs, fmt.Errorf("--fault %s: target faults are HTTP answers; --protocol %s has none", f, o.Protocol))
+			}
+		}
+	}
 	if o.RollIdle && !o.Rolls {
 		errs = append(errs, errors.New("--roll-idle: rolls nothing without --rolls"))
 	}
@@ -154,7 +174,41 @@ func (o LocalOptions) Validate() error {
 			errs = append(errs, fmt.Errorf("--fault %s: no such node (nodes are node-a..%s)", f, nodeName(o.Nodes-1)))
 		}
 	}
+	errs = append(errs, restartOverlaps(o.Faults)...)
 	return errors.Join(errs...)
+}
+
+// The protocols of --protocol.
+const (
+	ProtocolHTTP1 = "http1"
+	ProtocolH2    = "h2"
+	ProtocolGRPC  = "grpc"
+	ProtocolTCP   = render.ProtocolTCP
+	ProtocolUDP   = render.ProtocolUDP
+)
+
+// rawBody is the message of a tcp or udp run, echoed and matched.
+const rawBody = "sortie-soak-echo"
+
+// raw says the run is TCP or UDP echo load.
+func (o LocalOptions) raw() bool { return o.Protocol == ProtocolTCP || o.Protocol == ProtocolUDP }
+
+// restartOverlaps refuses two engine-restart faults of one node whose
+// down times overlap: the second would find no engine to kill. A node may
+// restart any number of times, one after the other.
+func restartOverlaps(faults []Fault) []error {
+	var errs []error
+	for i, a := range faults {
+		for _, b := range faults[i+1:] {
+			if a.Kind != EngineRestart || b.Kind != EngineRestart || a.Subject != b.Subject {
+				continue
+			}
+			if a.At < b.At+b.For && b.At < a.At+a.For {
+				errs = append(errs, fmt.Errorf("--fault %s and --fault %s: the node's engine is still down from one when the other kills it; restart it again after it came back", a, b))
+			}
+		}
+	}
+	return errs
 }
 
 func nodeName(i int) string { return "node-" + string(rune('a'+i)) }
@@ -176,7 +230,7 @@ type local struct {
 
 	mu       sync.Mutex
 	procs    []*proc
-	services map[string]*service
+	services map[string]frontend
 	replicas map[string]*replica
 	// spares are the replicas outside the endpoints that --roll-idle rolls.
 	spares  map[string]*replica
@@ -188,6 +242,9 @@ type local struct {
 	restart      bool
 	restartAfter time.Duration
 	seq          int
+	// restarts counts each node's engine-restart faults: each new engine
+	// has its own log.
+	restarts map[string]int
 	// rolls and faults are rolls.log and faults.log.
 	rolls, faults *lineLog
 
@@ -247,7 +304,7 @@ func Local(ctx context.Context, o LocalOptions, self string, stdout, stderr io.W
 		o: o, self: self, stderr: stderr,
 		dir:      filepath.Join(o.Out, o.Tag),
 		log:      slog.New(slog.NewTextHandler(stderr, nil)).With("component", "soak"),
-		services: map[string]*service{},
+		services: map[string]frontend{},
 		replicas: map[string]*replica{},
 		spares:   map[string]*replica{},
 	}
@@ -343,7 +400,13 @@ func loadTargets(path string) ([]render.Target, error) {
 // startTargets starts one local Service and one replica per target.
 func (l *local) startTargets(ctx context.Context, targets []render.Target) error {
 	for _, t := range targets {
-		svc, err := newService(t.Name, "127.0.0.1:0")
+		var svc frontend
+		var err error
+		if l.o.Protocol == ProtocolUDP {
+			svc, err = newUDPService("127.0.0.1:0")
+		} else {
+			svc, err = newService(t.Name, "127.0.0.1:0")
+		}
 		if err != nil {
 			return fmt.Errorf("target %s: %w", t.Name, err)
 		}
@@ -381,13 +444,27 @@ func (l *local) startReplica(ctx context.Context, name string) (*replica, error)
 	if l.o.NoDrain {
 		args = append(args, "--no-drain")
 	}
+	// In the raw modes the service forwards to the replica's echo
+	// service, which is what its ready file names as the target's
+	// address; the HTTP service and the control endpoint still run.
+	echoLine, lines := name, 2
+	switch l.o.Protocol {
+	case ProtocolH2, ProtocolGRPC:
+		args = append(args, "--h2c")
+	case ProtocolTCP:
+		args = append(args, "--tcp-echo", "127.0.0.1:0", "--echo-drain-grace", l.echoDrain().String())
+		echoLine, lines = "tcp-echo", 3
+	case ProtocolUDP:
+		args = append(args, "--udp-echo", "127.0.0.1:0")
+		echoLine, lines = "udp-echo", 3
+	}
 	p, err := startProc("target "+name, l.self, logf, args...)
 	if err != nil {
 		logf.Close()
 		return nil, err
 	}
 	l.track(p)
-	text, err := waitFile(ctx, p, ready, 2, 20*time.Second)
+	text, err := waitFile(ctx, p, ready, lines, 20*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +472,7 @@ func (l *local) startReplica(ctx context.Context, name string) (*replica, error)
 	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
 		k, v, _ := strings.Cut(line, " ")
 		switch k {
-		case name:
+		case echoLine:
 			r.addr = strings.TrimSpace(v)
 		case "_control":
 			r.control = strings.TrimSpace(v)
@@ -405,6 +482,22 @@ func (l *local) startReplica(ctx context.Context, name string) (*replica, error)
 		return nil, fmt.Errorf("target %s: ready file %s lacks its addresses: %q", name, ready, text)
 	}
 	return r, nil
+}
+
+// echoDrain is how long a tcp replica told to stop keeps echoing on the
+// connections it holds: a raw TCP client never reconnects, so a graceful
+// replica serves them until the engines close them at the end of the load
+// (the drain ends then), as a proxy drains long-lived connections. It is
+// the load's length with the engines' tcp drain and some slack; the
+// roll's wait for the replica to exit is that much longer (exitWait).
+func (l *local) echoDrain() time.Duration { return l.o.Duration + 5*time.Second }
+
+// exitWait bounds the wait for a replica told to stop to exit.
+func (l *local) exitWait() time.Duration {
+	if l.o.Protocol == ProtocolTCP {
+		return drainWait + l.echoDrain()
+	}
+	return drainWait
 }
 
 func (l *local) track(p *proc) {
@@ -503,6 +596,10 @@ func (l *local) writeInputs(targets []render.Target) error {
 		}
 		u.Scheme = "http"
 		u.Host = l.services[t.Name].Addr()
+		if l.o.raw() {
+			// host:port only: a raw target has no path.
+			u = &url.URL{Scheme: l.o.Protocol, Host: u.Host}
+		}
 		local[i] = t
 		local[i].URL = u.String()
 	}
@@ -520,6 +617,14 @@ func (l *local) writeInputs(targets []render.Target) error {
 	}
 	ro.Backends = len(l.engines)
 	ro.PerTargetFloors = true
+	switch l.o.Protocol {
+	case ProtocolH2:
+		ro.Protocol = "http2"
+	case ProtocolTCP, ProtocolUDP:
+		ro.Protocol, ro.Body = l.o.Protocol, rawBody
+	case ProtocolGRPC:
+		ro.GRPC = true
+	}
 	r, err := render.Render(ro)
 	if err != nil {
 		return cli.Usage(fmt.Errorf("render the plan: %w", err))

@@ -34,7 +34,7 @@ func driverLocal(t *testing.T, mode string, faults ...Fault) *local {
 	l := &local{
 		o: o, self: self, dir: t.TempDir(), stderr: io.Discard,
 		log:      slog.New(slog.DiscardHandler),
-		services: map[string]*service{},
+		services: map[string]frontend{},
 		replicas: map[string]*replica{},
 	}
 	t.Cleanup(l.stopAll)

@@ -166,7 +166,7 @@ func (l *local) restartEngine(ctx context.Context, f Fault) (time.Time, bool) {
 	case <-ctx.Done():
 		return time.Time{}, false
 	}
-	e, err := l.startEngine(f.Subject, old.addr, "engine-"+f.Subject+"-restarted.log")
+	e, err := l.startEngine(f.Subject, old.addr, l.restartLog(f.Subject))
 	if err == nil {
 		err = waitEngine(ctx, e, l.engineCreds(), 20*time.Second)
 	}
@@ -183,6 +183,23 @@ func (l *local) restartEngine(ctx context.Context, f Fault) (time.Time, bool) {
 	l.mu.Unlock()
 	l.log.Info("fault: engine restarted", "node", f.Subject, "addr", e.addr)
 	return msNow(), true
+}
+
+// restartLog is the log of the node's engine that an engine-restart
+// starts: engine-<node>-restarted.log the first time, then
+// engine-<node>-restarted-2.log and so on, so that a node restarted twice
+// keeps both engines' logs.
+func (l *local) restartLog(node string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.restarts == nil {
+		l.restarts = map[string]int{}
+	}
+	l.restarts[node]++
+	if n := l.restarts[node]; n > 1 {
+		return fmt.Sprintf("engine-%s-restarted-%d.log", node, n)
+	}
+	return "engine-" + node + "-restarted.log"
 }
 
 // currentDriver is the driver process running now.
@@ -371,12 +388,12 @@ func (l *local) roll(ctx context.Context, name string) {
 // drained waits for a replica told to stop to exit and reads its DRAINED
 // line: what it held when SIGTERM landed. nil when it did not say.
 func (l *local) drained(name string, r *replica) *record.Held {
-	t := time.NewTimer(drainWait)
+	t := time.NewTimer(l.exitWait())
 	defer t.Stop()
 	select {
 	case <-r.proc.done:
 	case <-t.C:
-		l.log.Warn("roll: the old replica did not exit; what it held is unknown", "target", name, "within", drainWait)
+		l.log.Warn("roll: the old replica did not exit; what it held is unknown", "target", name, "within", l.exitWait())
 		return nil
 	}
 	f, err := os.Open(r.log)

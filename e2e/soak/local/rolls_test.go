@@ -130,14 +130,26 @@ func TestLocalOptionsValidate(t *testing.T) {
 	o := DefaultLocalOptions()
 	o.Duration = 20 * time.Second
 	o.RollIdle = true
+	o.Protocol = "websocket"
 	o.Faults = []Fault{
 		{Kind: TargetFail, Subject: "svc-1", At: 19 * time.Second, For: 2 * time.Second},
 		{Kind: TargetFail, Subject: "svc-1", At: 19 * time.Second, Count: 5},
 		{Kind: TargetFail, Subject: "svc-1", At: 20 * time.Second, Count: 5},
+		// node-b restarts twice, one after the other: taken; node-a's
+		// second restart kills while the first's engine is still down.
+		{Kind: EngineRestart, Subject: "node-b", At: 4 * time.Second, For: 3 * time.Second},
+		{Kind: EngineRestart, Subject: "node-b", At: 10 * time.Second, For: 3 * time.Second},
+		{Kind: EngineRestart, Subject: "node-a", At: 4 * time.Second, For: 5 * time.Second},
+		{Kind: EngineRestart, Subject: "node-a", At: 8 * time.Second, For: 3 * time.Second},
 	}
 	err := o.Validate()
+	if err != nil && strings.Contains(err.Error(), "node-b") {
+		t.Errorf("two restarts of node-b one after the other were refused: %v", err)
+	}
 	for _, want := range []string{
+		"--fault engine-restart:node-a@4s+5s and --fault engine-restart:node-a@8s+3s: the node's engine is still down",
 		"--roll-idle: rolls nothing without --rolls",
+		`--protocol "websocket": want http1, h2, grpc, tcp or udp`,
 		"--fault target-fail:svc-1@19s+2s: the window ends after the load",
 		"--fault target-fail:svc-1@20s+5: starts after the load ends",
 	} {
@@ -147,5 +159,12 @@ func TestLocalOptionsValidate(t *testing.T) {
 	}
 	if err != nil && strings.Contains(err.Error(), "@19s+5:") {
 		t.Errorf("a count that starts within the load was refused: %v", err)
+	}
+	// Target faults are HTTP answers: a raw protocol refuses them.
+	o = DefaultLocalOptions()
+	o.Protocol = ProtocolTCP
+	o.Faults = []Fault{{Kind: TargetDown, Subject: "svc-1", At: time.Second, For: time.Second}}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--protocol tcp has none") {
+		t.Errorf("Validate of a target fault with --protocol tcp: %v, want it refused", err)
 	}
 }

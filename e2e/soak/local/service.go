@@ -16,15 +16,30 @@ import (
 // it, and an endpoint removed from the list late (the propagation lag of a
 // real cluster) still receives new connections until it is removed.
 type service struct {
+	endpoints
 	name string
 	ln   net.Listener
 
-	mu        sync.Mutex
-	endpoints []string
-	next      int
-	conns     map[net.Conn]struct{}
-	closed    bool
-	wg        sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// frontend is a target's stable address in front of its replicas: a TCP
+// service, or a UDP one for udp targets.
+type frontend interface {
+	Addr() string
+	Add(endpoint string)
+	Remove(endpoint string)
+	Close()
+}
+
+// endpoints is a Service's list of ready endpoints, picked round robin.
+type endpoints struct {
+	mu   sync.Mutex
+	list []string
+	next int
 }
 
 // newService listens on addr and starts forwarding.
@@ -43,33 +58,33 @@ func newService(name, addr string) (*service, error) {
 func (s *service) Addr() string { return s.ln.Addr().String() }
 
 // Add makes endpoint receive new connections.
-func (s *service) Add(endpoint string) {
+func (s *endpoints) Add(endpoint string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.endpoints = append(s.endpoints, endpoint)
+	s.list = append(s.list, endpoint)
 }
 
 // Remove stops sending new connections to endpoint; its open connections
 // are left alone.
-func (s *service) Remove(endpoint string) {
+func (s *endpoints) Remove(endpoint string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, e := range s.endpoints {
+	for i, e := range s.list {
 		if e == endpoint {
-			s.endpoints = append(s.endpoints[:i], s.endpoints[i+1:]...)
+			s.list = append(s.list[:i], s.list[i+1:]...)
 			return
 		}
 	}
 }
 
 // pick returns the next endpoint, round robin, or "" when none is ready.
-func (s *service) pick() string {
+func (s *endpoints) pick() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.endpoints) == 0 {
+	if len(s.list) == 0 {
 		return ""
 	}
-	e := s.endpoints[s.next%len(s.endpoints)]
+	e := s.list[s.next%len(s.list)]
 	s.next++
 	return e
 }

@@ -26,6 +26,113 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Protocol is the HTTP version of an execution's requests.
+type Protocol int32
+
+const (
+	// HTTP/1.1.
+	Protocol_HTTP1 Protocol = 0
+	// HTTP/2: h2 over TLS (ALPN), h2c with prior knowledge over plain TCP.
+	Protocol_HTTP2 Protocol = 1
+)
+
+// Enum value maps for Protocol.
+var (
+	Protocol_name = map[int32]string{
+		0: "HTTP1",
+		1: "HTTP2",
+	}
+	Protocol_value = map[string]int32{
+		"HTTP1": 0,
+		"HTTP2": 1,
+	}
+)
+
+func (x Protocol) Enum() *Protocol {
+	p := new(Protocol)
+	*p = x
+	return p
+}
+
+func (x Protocol) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Protocol) Descriptor() protoreflect.EnumDescriptor {
+	return file_engine_proto_enumTypes[0].Descriptor()
+}
+
+func (Protocol) Type() protoreflect.EnumType {
+	return &file_engine_proto_enumTypes[0]
+}
+
+func (x Protocol) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Protocol.Descriptor instead.
+func (Protocol) EnumDescriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{0}
+}
+
+// Mode of the calls.
+type GRPC_Mode int32
+
+const (
+	// Refused: a grpc block names its mode.
+	GRPC_MODE_UNSPECIFIED GRPC_Mode = 0
+	// UNARY: each request is one unary call: a POST with content-type
+	// application/grpc and te: trailers, the body framed as one
+	// length-prefixed message, scored on grpc-status (the trailer, or the
+	// header of a trailers-only answer). Every call that got a stream
+	// (answered, reset or timed out) counts exactly one
+	// benchmark.grpc_status.<code> (0..16, or missing); any but 0 also
+	// benchmark.grpc_error. A call whose grpc-status is not 0 is not
+	// benchmark.http_2xx; its HTTP status class, when not 2xx, is counted
+	// as usual. Statistic benchmark_http_client.latency_grpc_ok: the
+	// latency of calls with grpc-status 0.
+	GRPC_UNARY GRPC_Mode = 1
+)
+
+// Enum value maps for GRPC_Mode.
+var (
+	GRPC_Mode_name = map[int32]string{
+		0: "MODE_UNSPECIFIED",
+		1: "UNARY",
+	}
+	GRPC_Mode_value = map[string]int32{
+		"MODE_UNSPECIFIED": 0,
+		"UNARY":            1,
+	}
+)
+
+func (x GRPC_Mode) Enum() *GRPC_Mode {
+	p := new(GRPC_Mode)
+	*p = x
+	return p
+}
+
+func (x GRPC_Mode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GRPC_Mode) Descriptor() protoreflect.EnumDescriptor {
+	return file_engine_proto_enumTypes[1].Descriptor()
+}
+
+func (GRPC_Mode) Type() protoreflect.EnumType {
+	return &file_engine_proto_enumTypes[1]
+}
+
+func (x GRPC_Mode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GRPC_Mode.Descriptor instead.
+func (GRPC_Mode) EnumDescriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{18, 0}
+}
+
 // Header is one request header.
 type Header struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -345,7 +452,33 @@ type ExecuteRequest struct {
 	// than this far behind its schedule (an engine that was frozen or
 	// starved) is not sent but counted in benchmark.late_dropped. 0 means
 	// none: every request is sent, however late.
-	MaxLateness   *durationpb.Duration `protobuf:"bytes,24,opt,name=max_lateness,json=maxLateness,proto3" json:"max_lateness,omitempty"`
+	MaxLateness *durationpb.Duration `protobuf:"bytes,24,opt,name=max_lateness,json=maxLateness,proto3" json:"max_lateness,omitempty"`
+	// The HTTP version the requests go out in. HTTP1 (the default) is the
+	// engine's own HTTP/1.1 client; HTTP2 is HTTP/2, negotiated with ALPN h2
+	// over TLS for an https url and spoken with prior knowledge (h2c) for an
+	// http url. Over TLS, a server that does not choose h2 fails the
+	// connection (benchmark.pool_connection_failure); over plain TCP, one
+	// that does not speak h2c breaks the requests sent on it (resets).
+	Protocol Protocol `protobuf:"varint,30,opt,name=protocol,proto3,enum=sortie.engine.v1.Protocol" json:"protocol,omitempty"`
+	// HTTP2 only: the most streams (requests in flight) each connection
+	// carries; the server's SETTINGS_MAX_CONCURRENT_STREAMS caps it further.
+	// 0 means 100, HTTP/2's recommended least. A worker holds at most connections x
+	// max_concurrent_streams requests in flight and max_pending_requests
+	// more waiting for a stream; beyond that a request is
+	// benchmark.pool_overflow (open loop) or waits (closed loop).
+	MaxConcurrentStreams uint32 `protobuf:"varint,31,opt,name=max_concurrent_streams,json=maxConcurrentStreams,proto3" json:"max_concurrent_streams,omitempty"`
+	// gRPC calls instead of plain HTTP requests; protocol must be HTTP2.
+	// Unset: plain HTTP.
+	Grpc *GRPC `protobuf:"bytes,32,opt,name=grpc,proto3" json:"grpc,omitempty"`
+	// Raw TCP echo load, selected by a tcp:// or tcps:// url (tcps: TLS with
+	// the tls field's settings); method, headers, connections and
+	// max_pending_requests do not apply. Unset with such a url: every
+	// default.
+	Tcp *TCP `protobuf:"bytes,40,opt,name=tcp,proto3" json:"tcp,omitempty"`
+	// UDP echo load, selected by a udp:// url; method, headers, connections
+	// and max_pending_requests do not apply. Unset with such a url: every
+	// default.
+	Udp           *UDP `protobuf:"bytes,41,opt,name=udp,proto3" json:"udp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +681,185 @@ func (x *ExecuteRequest) GetMaxLateness() *durationpb.Duration {
 	return nil
 }
 
+func (x *ExecuteRequest) GetProtocol() Protocol {
+	if x != nil {
+		return x.Protocol
+	}
+	return Protocol_HTTP1
+}
+
+func (x *ExecuteRequest) GetMaxConcurrentStreams() uint32 {
+	if x != nil {
+		return x.MaxConcurrentStreams
+	}
+	return 0
+}
+
+func (x *ExecuteRequest) GetGrpc() *GRPC {
+	if x != nil {
+		return x.Grpc
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetTcp() *TCP {
+	if x != nil {
+		return x.Tcp
+	}
+	return nil
+}
+
+func (x *ExecuteRequest) GetUdp() *UDP {
+	if x != nil {
+		return x.Udp
+	}
+	return nil
+}
+
+// TCP tunes a tcp:// or tcps:// execution. Each worker opens its
+// connections before its first message is due and writes the body, as is,
+// on them round-robin at its share of the rate; with expect_echo it times
+// each message against its echo, matched in order on its connection
+// (benchmark_tcp.message_latency, from the message's due time). Counters:
+// benchmark.tcp_*.
+type TCP struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Connections per worker; 0 means 1.
+	Connections uint32 `protobuf:"varint,1,opt,name=connections,proto3" json:"connections,omitempty"`
+	// Unanswered messages a connection may hold; a message due on a
+	// connection at this limit is not sent but counted in
+	// benchmark.tcp_deferred. 0 means 256.
+	MaxInflightPerConnection uint32 `protobuf:"varint,2,opt,name=max_inflight_per_connection,json=maxInflightPerConnection,proto3" json:"max_inflight_per_connection,omitempty"`
+	// Whether the peer echoes every message. Unset means true; false for a
+	// sink: a message is then done once written.
+	ExpectEcho *bool `protobuf:"varint,3,opt,name=expect_echo,json=expectEcho,proto3,oneof" json:"expect_echo,omitempty"`
+	// How long the worker waits for outstanding echoes once its last
+	// message was due; what is still unanswered then is counted in
+	// benchmark.tcp_drain_incomplete. 0 means 500 ms.
+	DrainDuration *durationpb.Duration `protobuf:"bytes,4,opt,name=drain_duration,json=drainDuration,proto3" json:"drain_duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TCP) Reset() {
+	*x = TCP{}
+	mi := &file_engine_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TCP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TCP) ProtoMessage() {}
+
+func (x *TCP) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TCP.ProtoReflect.Descriptor instead.
+func (*TCP) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TCP) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *TCP) GetMaxInflightPerConnection() uint32 {
+	if x != nil {
+		return x.MaxInflightPerConnection
+	}
+	return 0
+}
+
+func (x *TCP) GetExpectEcho() bool {
+	if x != nil && x.ExpectEcho != nil {
+		return *x.ExpectEcho
+	}
+	return false
+}
+
+func (x *TCP) GetDrainDuration() *durationpb.Duration {
+	if x != nil {
+		return x.DrainDuration
+	}
+	return nil
+}
+
+// UDP tunes a udp:// execution. Each worker sends the body as one datagram
+// per message, prefixed with its 16 hex digit sequence number, on one
+// socket, and times it against the datagram that comes back with that
+// number (benchmark_udp.message_latency, from the message's due time).
+// Counters: benchmark.udp_*.
+type UDP struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unanswered datagrams a worker may hold; a message due at this limit is
+	// not sent but counted in benchmark.udp_deferred. 0 means 256.
+	MaxInflight uint32 `protobuf:"varint,1,opt,name=max_inflight,json=maxInflight,proto3" json:"max_inflight,omitempty"`
+	// How long a datagram may go unanswered before it is counted in
+	// benchmark.udp_lost. 0 means 1 s.
+	Timeout       *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UDP) Reset() {
+	*x = UDP{}
+	mi := &file_engine_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UDP) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UDP) ProtoMessage() {}
+
+func (x *UDP) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UDP.ProtoReflect.Descriptor instead.
+func (*UDP) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UDP) GetMaxInflight() uint32 {
+	if x != nil {
+		return x.MaxInflight
+	}
+	return 0
+}
+
+func (x *UDP) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
 // AttachRequest names an execution to follow again, and what of its
 // timeline the driver already holds.
 type AttachRequest struct {
@@ -574,7 +886,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_engine_proto_msgTypes[4]
+	mi := &file_engine_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -586,7 +898,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[4]
+	mi := &file_engine_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -599,7 +911,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{4}
+	return file_engine_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AttachRequest) GetExecutionId() string {
@@ -652,7 +964,7 @@ type ExecuteEvent struct {
 
 func (x *ExecuteEvent) Reset() {
 	*x = ExecuteEvent{}
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +976,7 @@ func (x *ExecuteEvent) String() string {
 func (*ExecuteEvent) ProtoMessage() {}
 
 func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +989,7 @@ func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteEvent.ProtoReflect.Descriptor instead.
 func (*ExecuteEvent) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{5}
+	return file_engine_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecuteEvent) GetEvent() isExecuteEvent_Event {
@@ -759,7 +1071,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +1083,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +1096,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{6}
+	return file_engine_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Started) GetExecutionId() string {
@@ -877,7 +1189,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1201,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1214,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{7}
+	return file_engine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Progress) GetElapsed() *durationpb.Duration {
@@ -1025,7 +1337,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1349,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1362,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{8}
+	return file_engine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Bucket) GetIndex() uint32 {
@@ -1164,7 +1476,7 @@ type FailureSample struct {
 
 func (x *FailureSample) Reset() {
 	*x = FailureSample{}
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1488,7 @@ func (x *FailureSample) String() string {
 func (*FailureSample) ProtoMessage() {}
 
 func (x *FailureSample) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1501,7 @@ func (x *FailureSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailureSample.ProtoReflect.Descriptor instead.
 func (*FailureSample) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{9}
+	return file_engine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FailureSample) GetBucket() uint32 {
@@ -1291,7 +1603,7 @@ type Statistic struct {
 
 func (x *Statistic) Reset() {
 	*x = Statistic{}
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1615,7 @@ func (x *Statistic) String() string {
 func (*Statistic) ProtoMessage() {}
 
 func (x *Statistic) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1628,7 @@ func (x *Statistic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Statistic.ProtoReflect.Descriptor instead.
 func (*Statistic) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{10}
+	return file_engine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Statistic) GetId() string {
@@ -1423,7 +1735,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1747,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1760,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{11}
+	return file_engine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Result) GetExecutionId() string {
@@ -1523,7 +1835,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1847,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1860,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{12}
+	return file_engine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelRequest) GetExecutionId() string {
@@ -1568,7 +1880,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1892,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1905,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{13}
+	return file_engine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelResponse) GetFound() bool {
@@ -1611,7 +1923,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1935,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1948,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{14}
+	return file_engine_proto_rawDescGZIP(), []int{16}
 }
 
 // InfoResponse describes the engine: what it is, what it runs now, and the
@@ -1674,7 +1986,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_engine_proto_msgTypes[15]
+	mi := &file_engine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1998,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[15]
+	mi := &file_engine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +2011,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{15}
+	return file_engine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -1786,6 +2098,51 @@ func (x *InfoResponse) GetRetainedBytes() uint64 {
 	return 0
 }
 
+// GRPC makes each request of an HTTP2 execution a gRPC call.
+type GRPC struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          GRPC_Mode              `protobuf:"varint,1,opt,name=mode,proto3,enum=sortie.engine.v1.GRPC_Mode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GRPC) Reset() {
+	*x = GRPC{}
+	mi := &file_engine_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GRPC) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GRPC) ProtoMessage() {}
+
+func (x *GRPC) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GRPC.ProtoReflect.Descriptor instead.
+func (*GRPC) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GRPC) GetMode() GRPC_Mode {
+	if x != nil {
+		return x.Mode
+	}
+	return GRPC_MODE_UNSPECIFIED
+}
+
 var File_engine_proto protoreflect.FileDescriptor
 
 const file_engine_proto_rawDesc = "" +
@@ -1807,7 +2164,7 @@ const file_engine_proto_rawDesc = "" +
 	"\bscenario\x18\x03 \x01(\tR\bscenario\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12@\n" +
 	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12\x18\n" +
-	"\abackend\x18\x06 \x01(\tR\abackend\"\x8a\b\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\"\xf6\t\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x10\n" +
@@ -1834,7 +2191,22 @@ const file_engine_proto_rawDesc = "" +
 	"\x06run_id\x18\x15 \x01(\tR\x05runId\x12<\n" +
 	"\fstart_offset\x18\x16 \x01(\v2\x19.google.protobuf.DurationR\vstartOffset\x12B\n" +
 	"\x0frequest_timeout\x18\x17 \x01(\v2\x19.google.protobuf.DurationR\x0erequestTimeout\x12<\n" +
-	"\fmax_lateness\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vmaxLateness\"\xd3\x01\n" +
+	"\fmax_lateness\x18\x18 \x01(\v2\x19.google.protobuf.DurationR\vmaxLateness\x126\n" +
+	"\bprotocol\x18\x1e \x01(\x0e2\x1a.sortie.engine.v1.ProtocolR\bprotocol\x124\n" +
+	"\x16max_concurrent_streams\x18\x1f \x01(\rR\x14maxConcurrentStreams\x12*\n" +
+	"\x04grpc\x18  \x01(\v2\x16.sortie.engine.v1.GRPCR\x04grpc\x12'\n" +
+	"\x03tcp\x18( \x01(\v2\x15.sortie.engine.v1.TCPR\x03tcp\x12'\n" +
+	"\x03udp\x18) \x01(\v2\x15.sortie.engine.v1.UDPR\x03udp\"\xde\x01\n" +
+	"\x03TCP\x12 \n" +
+	"\vconnections\x18\x01 \x01(\rR\vconnections\x12=\n" +
+	"\x1bmax_inflight_per_connection\x18\x02 \x01(\rR\x18maxInflightPerConnection\x12$\n" +
+	"\vexpect_echo\x18\x03 \x01(\bH\x00R\n" +
+	"expectEcho\x88\x01\x01\x12@\n" +
+	"\x0edrain_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rdrainDurationB\x0e\n" +
+	"\f_expect_echo\"]\n" +
+	"\x03UDP\x12!\n" +
+	"\fmax_inflight\x18\x01 \x01(\rR\vmaxInflight\x123\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xd3\x01\n" +
 	"\rAttachRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x1f\n" +
@@ -1953,7 +2325,15 @@ const file_engine_proto_rawDesc = "" +
 	" \x01(\rR\n" +
 	"gomaxprocs\x12/\n" +
 	"\x13retained_executions\x18\v \x01(\rR\x12retainedExecutions\x12%\n" +
-	"\x0eretained_bytes\x18\f \x01(\x04R\rretainedBytes2\xb8\x02\n" +
+	"\x0eretained_bytes\x18\f \x01(\x04R\rretainedBytes\"`\n" +
+	"\x04GRPC\x12/\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x1b.sortie.engine.v1.GRPC.ModeR\x04mode\"'\n" +
+	"\x04Mode\x12\x14\n" +
+	"\x10MODE_UNSPECIFIED\x10\x00\x12\t\n" +
+	"\x05UNARY\x10\x01* \n" +
+	"\bProtocol\x12\t\n" +
+	"\x05HTTP1\x10\x00\x12\t\n" +
+	"\x05HTTP2\x10\x012\xb8\x02\n" +
 	"\x06Engine\x12M\n" +
 	"\aExecute\x12 .sortie.engine.v1.ExecuteRequest\x1a\x1e.sortie.engine.v1.ExecuteEvent0\x01\x12K\n" +
 	"\x06Cancel\x12\x1f.sortie.engine.v1.CancelRequest\x1a .sortie.engine.v1.CancelResponse\x12E\n" +
@@ -1972,72 +2352,85 @@ func file_engine_proto_rawDescGZIP() []byte {
 	return file_engine_proto_rawDescData
 }
 
-var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_engine_proto_goTypes = []any{
-	(*Header)(nil),                // 0: sortie.engine.v1.Header
-	(*TLS)(nil),                   // 1: sortie.engine.v1.TLS
-	(*Stats)(nil),                 // 2: sortie.engine.v1.Stats
-	(*ExecuteRequest)(nil),        // 3: sortie.engine.v1.ExecuteRequest
-	(*AttachRequest)(nil),         // 4: sortie.engine.v1.AttachRequest
-	(*ExecuteEvent)(nil),          // 5: sortie.engine.v1.ExecuteEvent
-	(*Started)(nil),               // 6: sortie.engine.v1.Started
-	(*Progress)(nil),              // 7: sortie.engine.v1.Progress
-	(*Bucket)(nil),                // 8: sortie.engine.v1.Bucket
-	(*FailureSample)(nil),         // 9: sortie.engine.v1.FailureSample
-	(*Statistic)(nil),             // 10: sortie.engine.v1.Statistic
-	(*Result)(nil),                // 11: sortie.engine.v1.Result
-	(*CancelRequest)(nil),         // 12: sortie.engine.v1.CancelRequest
-	(*CancelResponse)(nil),        // 13: sortie.engine.v1.CancelResponse
-	(*InfoRequest)(nil),           // 14: sortie.engine.v1.InfoRequest
-	(*InfoResponse)(nil),          // 15: sortie.engine.v1.InfoResponse
-	nil,                           // 16: sortie.engine.v1.Progress.CountersEntry
-	nil,                           // 17: sortie.engine.v1.Bucket.CountersEntry
-	nil,                           // 18: sortie.engine.v1.Result.CountersEntry
-	(*durationpb.Duration)(nil),   // 19: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(Protocol)(0),                 // 0: sortie.engine.v1.Protocol
+	(GRPC_Mode)(0),                // 1: sortie.engine.v1.GRPC.Mode
+	(*Header)(nil),                // 2: sortie.engine.v1.Header
+	(*TLS)(nil),                   // 3: sortie.engine.v1.TLS
+	(*Stats)(nil),                 // 4: sortie.engine.v1.Stats
+	(*ExecuteRequest)(nil),        // 5: sortie.engine.v1.ExecuteRequest
+	(*TCP)(nil),                   // 6: sortie.engine.v1.TCP
+	(*UDP)(nil),                   // 7: sortie.engine.v1.UDP
+	(*AttachRequest)(nil),         // 8: sortie.engine.v1.AttachRequest
+	(*ExecuteEvent)(nil),          // 9: sortie.engine.v1.ExecuteEvent
+	(*Started)(nil),               // 10: sortie.engine.v1.Started
+	(*Progress)(nil),              // 11: sortie.engine.v1.Progress
+	(*Bucket)(nil),                // 12: sortie.engine.v1.Bucket
+	(*FailureSample)(nil),         // 13: sortie.engine.v1.FailureSample
+	(*Statistic)(nil),             // 14: sortie.engine.v1.Statistic
+	(*Result)(nil),                // 15: sortie.engine.v1.Result
+	(*CancelRequest)(nil),         // 16: sortie.engine.v1.CancelRequest
+	(*CancelResponse)(nil),        // 17: sortie.engine.v1.CancelResponse
+	(*InfoRequest)(nil),           // 18: sortie.engine.v1.InfoRequest
+	(*InfoResponse)(nil),          // 19: sortie.engine.v1.InfoResponse
+	(*GRPC)(nil),                  // 20: sortie.engine.v1.GRPC
+	nil,                           // 21: sortie.engine.v1.Progress.CountersEntry
+	nil,                           // 22: sortie.engine.v1.Bucket.CountersEntry
+	nil,                           // 23: sortie.engine.v1.Result.CountersEntry
+	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
 }
 var file_engine_proto_depIdxs = []int32{
-	19, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
-	0,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
-	19, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
-	19, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
-	20, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
-	19, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
-	1,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
-	19, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
-	2,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
-	19, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
-	19, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
-	19, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
-	19, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
-	19, // 13: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
-	6,  // 14: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
-	7,  // 15: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
-	11, // 16: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
-	20, // 17: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
-	19, // 18: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
-	19, // 19: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
-	16, // 20: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
-	8,  // 21: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
-	9,  // 22: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
-	17, // 23: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
-	18, // 24: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
-	10, // 25: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
-	20, // 26: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	19, // 27: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	3,  // 28: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
-	12, // 29: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
-	14, // 30: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
-	4,  // 31: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
-	5,  // 32: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
-	13, // 33: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
-	15, // 34: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
-	5,  // 35: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
-	32, // [32:36] is the sub-list for method output_type
-	28, // [28:32] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	24, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
+	2,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
+	24, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
+	24, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
+	25, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
+	24, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	3,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
+	24, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
+	4,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
+	24, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
+	24, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
+	24, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
+	24, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
+	0,  // 13: sortie.engine.v1.ExecuteRequest.protocol:type_name -> sortie.engine.v1.Protocol
+	20, // 14: sortie.engine.v1.ExecuteRequest.grpc:type_name -> sortie.engine.v1.GRPC
+	6,  // 15: sortie.engine.v1.ExecuteRequest.tcp:type_name -> sortie.engine.v1.TCP
+	7,  // 16: sortie.engine.v1.ExecuteRequest.udp:type_name -> sortie.engine.v1.UDP
+	24, // 17: sortie.engine.v1.TCP.drain_duration:type_name -> google.protobuf.Duration
+	24, // 18: sortie.engine.v1.UDP.timeout:type_name -> google.protobuf.Duration
+	24, // 19: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
+	10, // 20: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
+	11, // 21: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
+	15, // 22: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
+	25, // 23: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
+	24, // 24: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
+	24, // 25: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
+	21, // 26: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
+	12, // 27: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
+	13, // 28: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
+	22, // 29: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
+	23, // 30: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
+	14, // 31: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
+	25, // 32: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	24, // 33: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	1,  // 34: sortie.engine.v1.GRPC.mode:type_name -> sortie.engine.v1.GRPC.Mode
+	5,  // 35: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
+	16, // 36: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
+	18, // 37: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
+	8,  // 38: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
+	9,  // 39: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
+	17, // 40: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
+	19, // 41: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
+	9,  // 42: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
+	39, // [39:43] is the sub-list for method output_type
+	35, // [35:39] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_engine_proto_init() }
@@ -2045,7 +2438,8 @@ func file_engine_proto_init() {
 	if File_engine_proto != nil {
 		return
 	}
-	file_engine_proto_msgTypes[5].OneofWrappers = []any{
+	file_engine_proto_msgTypes[4].OneofWrappers = []any{}
+	file_engine_proto_msgTypes[7].OneofWrappers = []any{
 		(*ExecuteEvent_Started)(nil),
 		(*ExecuteEvent_Progress)(nil),
 		(*ExecuteEvent_Result)(nil),
@@ -2055,13 +2449,14 @@ func file_engine_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_proto_rawDesc), len(file_engine_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   19,
+			NumEnums:      2,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_engine_proto_goTypes,
 		DependencyIndexes: file_engine_proto_depIdxs,
+		EnumInfos:         file_engine_proto_enumTypes,
 		MessageInfos:      file_engine_proto_msgTypes,
 	}.Build()
 	File_engine_proto = out.File
