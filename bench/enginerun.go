@@ -171,6 +171,9 @@ func execute(ctx context.Context, client enginev1.EngineClient, url string, x en
 			want = e.Started.GetBuckets()
 		case *enginev1.ExecuteEvent_Progress:
 			out.progress++
+			if err := e.Progress.DecodeCounters(); err != nil {
+				return out, fmt.Errorf("execute %s: %w", x.ID, err)
+			}
 			for _, b := range e.Progress.GetBuckets() {
 				buckets = append(buckets, record.BucketLine{Index: b.GetIndex(), Counters: b.GetCounters(), Unsent: b.GetUnsent()})
 			}

@@ -262,6 +262,17 @@ func TestDeadlineCases(t *testing.T) {
 			elapsed: 400 * time.Millisecond,
 		},
 		{
+			// An engine's counters that do not decode are not read as
+			// zeros: the backend is lost, saying why.
+			name: "malformed counters",
+			s: &scripted{behave: func(a *act) error {
+				return a.stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Progress{Progress: &enginev1.Progress{
+					CounterNames: []string{record.HTTP2xx}, CounterIds: []uint32{0, 5}, CounterValues: []uint64{3, 1}}}})
+			}},
+			kind: record.KindLost, errHas: "lost: a Progress from the engine: progress counters: counter_ids[1] is 5, the table has 1 names",
+			elapsed: 400 * time.Millisecond,
+		},
+		{
 			name: "rejected", s: &scripted{noStart: status.Error(codes.InvalidArgument, "url: bad")},
 			kind: record.KindRejected, errHas: "rejected: the engine refused the request: rpc error: code = InvalidArgument desc = url: bad",
 			elapsed: 400 * time.Millisecond,

@@ -431,6 +431,12 @@ func (r *runner) follow(c *call, stream grpc.ServerStreamingClient[enginev1.Exec
 			c.tl.start(seriesOf(c, e.Started))
 			events <- event{c: c, kind: evStarted, name: e.Started.GetBackendName()}
 		case *enginev1.ExecuteEvent_Progress:
+			// Counters come coded from the engine; everything below
+			// reads them by name.
+			if err := e.Progress.DecodeCounters(); err != nil {
+				events <- event{c: c, kind: evError, err: fmt.Errorf("a Progress from the engine: %w", err)}
+				return
+			}
 			r.live.append(c.tl.progress(e.Progress))
 			progressed++
 			if r.progressEvery > 0 && progressed%r.progressEvery == 0 {

@@ -36,6 +36,9 @@ func readUntilBuckets(t *testing.T, te *testEngine, r *enginev1.ExecuteRequest, 
 		case *enginev1.ExecuteEvent_Started:
 			got.started = e.Started
 		case *enginev1.ExecuteEvent_Progress:
+			if err := e.Progress.DecodeCounters(); err != nil {
+				t.Fatal(err)
+			}
 			got.progress = append(got.progress, e.Progress)
 			buckets += len(e.Progress.GetBuckets())
 		case *enginev1.ExecuteEvent_Result:

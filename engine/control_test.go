@@ -173,6 +173,9 @@ func TestCancelReturnsCounters(t *testing.T) {
 		case *enginev1.ExecuteEvent_Started:
 			got.started = e.Started
 		case *enginev1.ExecuteEvent_Progress:
+			if err := e.Progress.DecodeCounters(); err != nil {
+				t.Fatal(err)
+			}
 			got.progress = append(got.progress, e.Progress)
 			answered = e.Progress.GetCounters()[record.HTTP2xx] > 0
 		case *enginev1.ExecuteEvent_Result:

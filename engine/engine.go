@@ -456,12 +456,13 @@ func (e *Engine) follow(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent]
 		tick = t.C
 	}
 	gone := stream.Context().Done()
+	m := newProgressStream()
 	for running := true; running; {
 		select {
 		case <-x.finished:
 			running = false
 		case <-tick:
-			if err := sendProgress(stream, x, cur); err != nil {
+			if err := sendProgress(stream, x, cur, m); err != nil {
 				log.Warn("progress not delivered; the execution goes on without this stream", "error", err)
 				return err
 			}
@@ -473,7 +474,7 @@ func (e *Engine) follow(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent]
 	// The rest of the timeline goes out before the Result, so that a
 	// stream read to its Result holds all of it.
 	if every > 0 && x.tl.waiting(cur) {
-		if err := sendProgress(stream, x, cur); err != nil {
+		if err := sendProgress(stream, x, cur, m); err != nil {
 			return err
 		}
 	}
@@ -485,10 +486,11 @@ func (e *Engine) follow(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent]
 
 // sendProgress sends a Progress, and more at once while more of the
 // timeline waits than one carries.
-func sendProgress(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent], x *execution, cur *cursor) error {
+// m is the stream's message, built anew for each.
+func sendProgress(stream grpc.ServerStreamingServer[enginev1.ExecuteEvent], x *execution, cur *cursor, m *progressStream) error {
 	for {
-		p, more := x.progress(cur)
-		if err := stream.Send(&enginev1.ExecuteEvent{Event: &enginev1.ExecuteEvent_Progress{Progress: p}}); err != nil {
+		ev, more := x.progress(cur, m)
+		if err := stream.Send(ev); err != nil {
 			return err
 		}
 		if !more {

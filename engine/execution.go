@@ -42,7 +42,7 @@ type execution struct {
 	// execution still running.
 	mu       sync.Mutex
 	res      *enginev1.Result
-	final    *enginev1.Progress
+	final    *progressSummary
 	finished chan struct{}
 	// Retention, set when the execution ends (the engine's mu): when it
 	// ended and will be let go, by the engine's clock, and what it holds.
@@ -130,50 +130,59 @@ func counters(ws []*worker) counterSet {
 	return total
 }
 
-// progress is a cumulative snapshot (counters and the latency_2xx
-// summary) with up to maxPerProgress of the final buckets and of the
-// samples past cur; more says others wait. The timeline is taken before
-// the counters, so they include every failure in its samples and buckets.
-func (x *execution) progress(cur *cursor) (p *enginev1.Progress, more bool) {
-	buckets, samples, more := x.tl.take(cur, maxPerProgress)
+// progress builds in m the next Progress of a stream at cur: a cumulative
+// snapshot (counters and the latency_2xx summary) with up to
+// maxPerProgress of the final buckets and of the samples past cur; more
+// says others wait. The event is m's, valid until m builds the next. The
+// timeline is taken before the counters, so they include every failure
+// in its samples and buckets.
+func (x *execution) progress(cur *cursor, m *progressStream) (ev *enginev1.ExecuteEvent, more bool) {
+	m.reset()
+	more = x.tl.take(cur, maxPerProgress, m)
 	x.mu.Lock()
 	final := x.final
 	x.mu.Unlock()
+	var sum progressSummary
 	if final != nil {
 		// Ended: the snapshot taken at the end, the workers being gone.
-		return &enginev1.Progress{Elapsed: final.Elapsed, Counters: final.Counters, LatencyCount: final.LatencyCount,
-			LatencyMeanNs: final.LatencyMeanNs, LatencyMaxNs: final.LatencyMaxNs, Buckets: buckets, FailureSamples: samples}, more
+		sum = *final
+	} else {
+		x.snapshot(&sum)
 	}
-	return x.snapshot(buckets, samples), more
+	m.setCounters(&sum.c)
+	m.setElapsed(sum.elapsed)
+	m.p.LatencyCount, m.p.LatencyMeanNs, m.p.LatencyMaxNs = sum.latCount, sum.latMean, sum.latMax
+	return &m.ev, more
 }
 
-// snapshot is the cumulative Progress of the running workers with the
-// given part of the timeline.
-func (x *execution) snapshot(buckets []*enginev1.Bucket, samples []*enginev1.FailureSample) *enginev1.Progress {
+// progressSummary is the cumulative part of a Progress.
+type progressSummary struct {
+	c        counterSet
+	elapsed  time.Duration
+	latCount uint64
+	latMean  float64
+	latMax   int64
+}
+
+// snapshot reads the cumulative part of a Progress from the running
+// workers into sum.
+func (x *execution) snapshot(sum *progressSummary) {
 	x.mu.Lock()
 	ws := x.workers
 	x.mu.Unlock()
-	c := counters(ws)
-	p := &enginev1.Progress{Counters: c.toMap(), Buckets: buckets, FailureSamples: samples}
-	elapsed := time.Since(x.base)
-	if elapsed < 0 {
-		elapsed = 0
-	}
-	p.Elapsed = durationpb.New(elapsed)
-	var sum int64
+	sum.c = counters(ws)
+	sum.elapsed = max(time.Since(x.base), 0)
+	var total int64
 	for _, w := range ws {
-		sum += w.stats.lat2xxSum.Load()
-		if m := w.stats.lat2xxMax.Load(); m > p.LatencyMaxNs {
-			p.LatencyMaxNs = m
-		}
+		total += w.stats.lat2xxSum.Load()
+		sum.latMax = max(sum.latMax, w.stats.lat2xxMax.Load())
 	}
 	// The count is the 2xx counter, read before the sums: the mean may
 	// include a response or two more than the count, never fewer.
-	p.LatencyCount = c[cHTTP2xx]
-	if p.LatencyCount > 0 {
-		p.LatencyMeanNs = float64(sum) / float64(p.LatencyCount)
+	sum.latCount = sum.c[cHTTP2xx]
+	if sum.latCount > 0 {
+		sum.latMean = float64(total) / float64(sum.latCount)
 	}
-	return p
 }
 
 // end keeps the execution's Result and last snapshot and lets go of its
@@ -182,7 +191,8 @@ func (x *execution) snapshot(buckets []*enginev1.Bucket, samples []*enginev1.Fai
 // after done; the caller closes finished.
 func (x *execution) end(backendName string) *enginev1.Result {
 	res := x.result(backendName)
-	final := x.snapshot(nil, nil)
+	final := new(progressSummary)
+	x.snapshot(final)
 	x.release()
 	x.mu.Lock()
 	x.res, x.final, x.workers = res, final, nil

@@ -110,6 +110,10 @@ func collectFrom(stream grpc.ServerStreamingClient[enginev1.ExecuteEvent], r run
 				r.err = errors.New("Progress out of order")
 				return r
 			}
+			if err := e.Progress.DecodeCounters(); err != nil {
+				r.err = err
+				return r
+			}
 			r.progress = append(r.progress, e.Progress)
 		case *enginev1.ExecuteEvent_Result:
 			if r.started == nil || r.result != nil {
@@ -316,4 +320,16 @@ func readRequest(br *bufio.Reader) error {
 			return nil
 		}
 	}
+}
+
+// takeDecoded takes from tl past cur as a stream does, into a message of
+// its own, and decodes the buckets' counters as a driver does.
+func takeDecoded(t testing.TB, tl *timeline, cur *cursor, limit int) ([]*enginev1.Bucket, []*enginev1.FailureSample, bool) {
+	t.Helper()
+	m := newProgressStream()
+	more := tl.take(cur, limit, m)
+	if err := m.p.DecodeCounters(); err != nil {
+		t.Fatal(err)
+	}
+	return m.p.GetBuckets(), m.p.GetFailureSamples(), more
 }

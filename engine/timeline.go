@@ -12,7 +12,6 @@ import (
 
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/engine/pacer"
-	"github.com/sortie-soak/sortie/record"
 )
 
 // The timeline: every execution counts its requests per bucket of due time
@@ -444,20 +443,19 @@ func (t *timeline) finalize(b *openBucket) {
 	t.order = append(t.order, b.idx)
 }
 
-// take returns up to limit of the final buckets and of the samples past
-// cur, moves cur past them, and says whether more are waiting.
-func (t *timeline) take(cur *cursor, limit int) ([]*enginev1.Bucket, []*enginev1.FailureSample, bool) {
+// take adds to m's Progress up to limit of the final buckets and of the
+// samples past cur, moves cur past them, and says whether more are
+// waiting.
+func (t *timeline) take(cur *cursor, limit int, m *progressStream) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var bs []*enginev1.Bucket
-	for ; cur.b < len(t.order) && len(bs) < limit; cur.b++ {
-		bs = append(bs, t.bucketProto(t.order[cur.b]))
+	for n := 0; cur.b < len(t.order) && n < limit; cur.b, n = cur.b+1, n+1 {
+		t.fillBucket(m.bucket(), t.order[cur.b], m)
 	}
-	var ss []*enginev1.FailureSample
-	for ; cur.s < len(t.samples) && len(ss) < limit; cur.s++ {
-		ss = append(ss, t.sampleProto(&t.samples[cur.s]))
+	for n := 0; cur.s < len(t.samples) && n < limit; cur.s, n = cur.s+1, n+1 {
+		m.p.FailureSamples = append(m.p.FailureSamples, t.sampleProto(&t.samples[cur.s]))
 	}
-	return bs, ss, cur.b < len(t.order) || cur.s < len(t.samples)
+	return cur.b < len(t.order) || cur.s < len(t.samples)
 }
 
 // waiting says whether final buckets or samples past cur wait to be
@@ -488,30 +486,33 @@ func (t *timeline) keep() int64 {
 		int64(cap(t.samples))*int64(unsafe.Sizeof(failSample{}))
 }
 
-// finals returns every final bucket in index order, streamed or not, and
-// every sample: what a driver that lost its stream would fetch again.
-func (t *timeline) finals() ([]*enginev1.Bucket, []*enginev1.FailureSample) {
+// finals returns, in one Progress with coded counters (not for the wire:
+// it may hold more than maxPerProgress), every final bucket in index
+// order, streamed or not, and every sample: what a driver that lost its
+// stream would fetch again.
+func (t *timeline) finals() *enginev1.Progress {
+	m := newProgressStream()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var bs []*enginev1.Bucket
 	for k := range t.slots {
 		if t.slots[k].flags&slotFinal != 0 {
-			bs = append(bs, t.bucketProto(uint32(k)))
+			t.fillBucket(m.bucket(), uint32(k), m)
 		}
 	}
-	ss := make([]*enginev1.FailureSample, len(t.samples))
 	for i := range t.samples {
-		ss[i] = t.sampleProto(&t.samples[i])
+		m.p.FailureSamples = append(m.p.FailureSamples, t.sampleProto(&t.samples[i]))
 	}
-	return bs, ss
+	return &m.p
 }
 
-// bucketProto is final bucket k on the wire. t.mu is held.
-func (t *timeline) bucketProto(k uint32) *enginev1.Bucket {
+// fillBucket writes final bucket k into b, an empty Bucket of m, its
+// counters coded against m's name table. t.mu is held.
+func (t *timeline) fillBucket(b *enginev1.Bucket, k uint32, m *progressStream) {
 	s := &t.slots[k]
-	b := &enginev1.Bucket{Index: k}
+	b.Index = k
 	if s.ok > 0 {
-		b.Counters = map[string]uint64{record.HTTP2xx: uint64(s.ok)}
+		b.CounterIds = append(b.CounterIds, m.code(cHTTP2xx))
+		b.CounterValues = append(b.CounterValues, uint64(s.ok))
 		b.LatencyCount = uint64(s.ok)
 		b.LatencyMaxNs = s.max()
 		b.LatencyP50Ns = latValue(int(s.p50), s.max())
@@ -525,13 +526,10 @@ func (t *timeline) bucketProto(k uint32) *enginev1.Bucket {
 		case idDropped:
 			b.SamplesDropped = n
 		default:
-			if b.Counters == nil {
-				b.Counters = make(map[string]uint64, s.nx)
-			}
-			b.Counters[counterNames[id]] = n
+			b.CounterIds = append(b.CounterIds, m.code(counterID(id)))
+			b.CounterValues = append(b.CounterValues, n)
 		}
 	}
-	return b
 }
 
 // extrasOf returns the nx extras of final bucket k. t.mu is held.

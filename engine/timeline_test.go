@@ -506,15 +506,23 @@ func TestTimelineKept(t *testing.T) {
 	r.Workers = 2
 	r.BucketWidth = durationpb.New(100 * time.Millisecond)
 	x := runDirect(t, r)
-	kept, keptSamples := x.tl.finals()
+	finals := x.tl.finals()
+	if err := finals.DecodeCounters(); err != nil {
+		t.Fatal(err)
+	}
+	kept, keptSamples := finals.GetBuckets(), finals.GetFailureSamples()
 	// Stream it all now, as the end of Execute does.
 	var streamed run
 	streamed.started = &enginev1.Started{BucketWidth: durationpb.New(x.spec.bucketWidth),
 		Buckets: x.spec.buckets, SampleBudget: uint32(x.spec.sampleBudget)}
 	var cur cursor
 	for more := true; more; {
-		var p *enginev1.Progress
-		p, more = x.progress(&cur)
+		var ev *enginev1.ExecuteEvent
+		ev, more = x.progress(&cur, newProgressStream())
+		p := ev.GetProgress()
+		if err := p.DecodeCounters(); err != nil {
+			t.Fatal(err)
+		}
 		streamed.progress = append(streamed.progress, p)
 	}
 	streamed.result = x.result("")
@@ -542,7 +550,7 @@ func TestTimelineKept(t *testing.T) {
 		t.Errorf("%d samples kept, %d streamed", len(keptSamples), allSamples)
 	}
 	// Taken once: nothing more to stream past the cursor.
-	if bs, ss, more := x.tl.take(&cur, maxPerProgress); len(bs)+len(ss) > 0 || more {
+	if bs, ss, more := takeDecoded(t, x.tl, &cur, maxPerProgress); len(bs)+len(ss) > 0 || more {
 		t.Errorf("the timeline streamed again: %d buckets, %d samples", len(bs), len(ss))
 	}
 }

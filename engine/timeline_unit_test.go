@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 	"github.com/sortie-soak/sortie/engine/pacer"
 )
 
@@ -266,7 +265,7 @@ func TestTakeOutOfOrder(t *testing.T) {
 	}
 	var cur cursor
 	take := func(limit int) []uint32 {
-		bs, _, _ := tl.take(&cur, limit)
+		bs, _, _ := takeDecoded(t, tl, &cur, limit)
 		var got []uint32
 		for _, b := range bs {
 			got = append(got, b.GetIndex())
@@ -401,6 +400,7 @@ func BenchmarkStreamBucket(b *testing.B) {
 	tl := newTimeline(time.Second, uint32(b.N), 1, defaultSampleBudget)
 	var ob openBucket
 	var cur cursor
+	m := newProgressStream()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for k := range uint32(b.N) {
@@ -410,8 +410,9 @@ func BenchmarkStreamBucket(b *testing.B) {
 			ob.latency().record(int64(500_000 + i*10_000))
 		}
 		tl.contribute(&ob)
-		bs, ss, _ := tl.take(&cur, maxPerProgress)
-		if _, err := proto.Marshal(&enginev1.Progress{Buckets: bs, FailureSamples: ss}); err != nil {
+		m.reset()
+		tl.take(&cur, maxPerProgress, m)
+		if _, err := proto.Marshal(&m.p); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1154,20 +1154,37 @@ func (x *Started) GetSampleBudget() uint32 {
 // none. With progress_interval 0 no Progress is sent, the timeline
 // included.
 type Progress struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Elapsed       *durationpb.Duration   `protobuf:"bytes,1,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
-	Counters      map[string]uint64      `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
-	LatencyCount  uint64                 `protobuf:"varint,3,opt,name=latency_count,json=latencyCount,proto3" json:"latency_count,omitempty"`
-	LatencyMeanNs float64                `protobuf:"fixed64,4,opt,name=latency_mean_ns,json=latencyMeanNs,proto3" json:"latency_mean_ns,omitempty"`
-	LatencyMaxNs  int64                  `protobuf:"varint,5,opt,name=latency_max_ns,json=latencyMaxNs,proto3" json:"latency_max_ns,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Elapsed *durationpb.Duration   `protobuf:"bytes,1,opt,name=elapsed,proto3" json:"elapsed,omitempty"`
+	// Cumulative counters by their Result names. Engines of this version
+	// send them coded instead (counter_ids and counter_values below) and
+	// leave this empty: a reader calls Progress.DecodeCounters (Go), which
+	// fills this map, and each bucket's, from the coded fields.
+	Counters      map[string]uint64 `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	LatencyCount  uint64            `protobuf:"varint,3,opt,name=latency_count,json=latencyCount,proto3" json:"latency_count,omitempty"`
+	LatencyMeanNs float64           `protobuf:"fixed64,4,opt,name=latency_mean_ns,json=latencyMeanNs,proto3" json:"latency_mean_ns,omitempty"`
+	LatencyMaxNs  int64             `protobuf:"varint,5,opt,name=latency_max_ns,json=latencyMaxNs,proto3" json:"latency_max_ns,omitempty"`
 	// Buckets that became final since the previous Progress, in the order
 	// they did (not always index order: a bucket waits for its slowest
 	// request).
 	Buckets []*Bucket `protobuf:"bytes,6,rep,name=buckets,proto3" json:"buckets,omitempty"`
 	// Failure samples recorded since the previous Progress.
 	FailureSamples []*FailureSample `protobuf:"bytes,7,rep,name=failure_samples,json=failureSamples,proto3" json:"failure_samples,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Coded counters: a name table of this message alone, and pairs of a
+	// position in it and a value. A map field costs its sender a map to
+	// build and an entry message per counter to size and encode, several
+	// times per Progress (the cumulative counters and each bucket's); a
+	// packed list of ids does not. counter_ids and counter_values are the
+	// cumulative counters (what counters holds from older engines), the
+	// same length, each id an index into counter_names, no name twice.
+	// Every Bucket of this Progress codes its counters against the same
+	// table. A name is in the table only when some counter of the message
+	// uses it.
+	CounterNames  []string `protobuf:"bytes,8,rep,name=counter_names,json=counterNames,proto3" json:"counter_names,omitempty"`
+	CounterIds    []uint32 `protobuf:"varint,9,rep,packed,name=counter_ids,json=counterIds,proto3" json:"counter_ids,omitempty"`
+	CounterValues []uint64 `protobuf:"varint,10,rep,packed,name=counter_values,json=counterValues,proto3" json:"counter_values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Progress) Reset() {
@@ -1249,6 +1266,27 @@ func (x *Progress) GetFailureSamples() []*FailureSample {
 	return nil
 }
 
+func (x *Progress) GetCounterNames() []string {
+	if x != nil {
+		return x.CounterNames
+	}
+	return nil
+}
+
+func (x *Progress) GetCounterIds() []uint32 {
+	if x != nil {
+		return x.CounterIds
+	}
+	return nil
+}
+
+func (x *Progress) GetCounterValues() []uint64 {
+	if x != nil {
+		return x.CounterValues
+	}
+	return nil
+}
+
 // Bucket is one interval of an execution's timeline: every request whose
 // due time (start_time + the pacer's offset, the intended send time) falls
 // in [index x width, (index+1) x width) from start_time, whenever it was
@@ -1267,7 +1305,9 @@ type Bucket struct {
 	Index uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	// Counters of the requests due in the bucket, by the Result's names
 	// (outcome classes, detail counters, benchmark.late_sends); zero
-	// counters are omitted.
+	// counters are omitted. Engines of this version send them coded
+	// (counter_ids and counter_values, against the Progress's
+	// counter_names) and leave this empty; Progress.DecodeCounters fills it.
 	Counters map[string]uint64 `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Requests due in the bucket that a cancel left unsent.
 	Unsent uint64 `protobuf:"varint,3,opt,name=unsent,proto3" json:"unsent,omitempty"`
@@ -1287,8 +1327,12 @@ type Bucket struct {
 	// pool_connection_failure, pool_failure_timeout, pool_overflow,
 	// http_inflight_lost, request_timeout and late_dropped counters.
 	SamplesDropped uint64 `protobuf:"varint,8,opt,name=samples_dropped,json=samplesDropped,proto3" json:"samples_dropped,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The bucket's counters, coded as the Progress's: positions in the
+	// counter_names of the Progress that carries the bucket, and values.
+	CounterIds    []uint32 `protobuf:"varint,9,rep,packed,name=counter_ids,json=counterIds,proto3" json:"counter_ids,omitempty"`
+	CounterValues []uint64 `protobuf:"varint,10,rep,packed,name=counter_values,json=counterValues,proto3" json:"counter_values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Bucket) Reset() {
@@ -1375,6 +1419,20 @@ func (x *Bucket) GetSamplesDropped() uint64 {
 		return x.SamplesDropped
 	}
 	return 0
+}
+
+func (x *Bucket) GetCounterIds() []uint32 {
+	if x != nil {
+		return x.CounterIds
+	}
+	return nil
+}
+
+func (x *Bucket) GetCounterValues() []uint64 {
+	if x != nil {
+		return x.CounterValues
+	}
+	return nil
 }
 
 // FailureSample describes one failed request: one of the classes a clean
@@ -2169,7 +2227,7 @@ const file_engine_proto_rawDesc = "" +
 	"start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x12<\n" +
 	"\fbucket_width\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\vbucketWidth\x12\x18\n" +
 	"\abuckets\x18\x05 \x01(\rR\abuckets\x12#\n" +
-	"\rsample_budget\x18\x06 \x01(\rR\fsampleBudget\"\xb3\x03\n" +
+	"\rsample_budget\x18\x06 \x01(\rR\fsampleBudget\"\xa0\x04\n" +
 	"\bProgress\x123\n" +
 	"\aelapsed\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\aelapsed\x12D\n" +
 	"\bcounters\x18\x02 \x03(\v2(.sortie.engine.v1.Progress.CountersEntryR\bcounters\x12#\n" +
@@ -2177,10 +2235,15 @@ const file_engine_proto_rawDesc = "" +
 	"\x0flatency_mean_ns\x18\x04 \x01(\x01R\rlatencyMeanNs\x12$\n" +
 	"\x0elatency_max_ns\x18\x05 \x01(\x03R\flatencyMaxNs\x122\n" +
 	"\abuckets\x18\x06 \x03(\v2\x18.sortie.engine.v1.BucketR\abuckets\x12H\n" +
-	"\x0ffailure_samples\x18\a \x03(\v2\x1f.sortie.engine.v1.FailureSampleR\x0efailureSamples\x1a;\n" +
+	"\x0ffailure_samples\x18\a \x03(\v2\x1f.sortie.engine.v1.FailureSampleR\x0efailureSamples\x12#\n" +
+	"\rcounter_names\x18\b \x03(\tR\fcounterNames\x12\x1f\n" +
+	"\vcounter_ids\x18\t \x03(\rR\n" +
+	"counterIds\x12%\n" +
+	"\x0ecounter_values\x18\n" +
+	" \x03(\x04R\rcounterValues\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xf7\x02\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xbf\x03\n" +
 	"\x06Bucket\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12B\n" +
 	"\bcounters\x18\x02 \x03(\v2&.sortie.engine.v1.Bucket.CountersEntryR\bcounters\x12\x16\n" +
@@ -2189,7 +2252,11 @@ const file_engine_proto_rawDesc = "" +
 	"\x0elatency_p50_ns\x18\x05 \x01(\x03R\flatencyP50Ns\x12$\n" +
 	"\x0elatency_p99_ns\x18\x06 \x01(\x03R\flatencyP99Ns\x12$\n" +
 	"\x0elatency_max_ns\x18\a \x01(\x03R\flatencyMaxNs\x12'\n" +
-	"\x0fsamples_dropped\x18\b \x01(\x04R\x0esamplesDropped\x1a;\n" +
+	"\x0fsamples_dropped\x18\b \x01(\x04R\x0esamplesDropped\x12\x1f\n" +
+	"\vcounter_ids\x18\t \x03(\rR\n" +
+	"counterIds\x12%\n" +
+	"\x0ecounter_values\x18\n" +
+	" \x03(\x04R\rcounterValues\x1a;\n" +
 	"\rCountersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xb5\x02\n" +
