@@ -14,14 +14,8 @@ import (
 	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 )
 
-// Defaults and limits of the message modes, those of the sortie +
-// Nighthawk stack.
+// Limits of the message modes (their defaults are enginev1's).
 const (
-	defaultTCPConnections = 1
-	defaultTCPMaxInflight = 256
-	defaultTCPDrain       = 500 * time.Millisecond
-	defaultUDPMaxInflight = 256
-	defaultUDPTimeout     = time.Second
 	// maxTCPConnections bounds each worker's connections (two goroutines
 	// each).
 	maxTCPConnections = 10_000
@@ -73,14 +67,14 @@ func parseMessages(req *enginev1.ExecuteRequest, u *url.URL, host string, s *spe
 			errs = append(errs, fieldErr("tcp", "goes with a tcp or tcps url, not udp"))
 		}
 		o := req.GetUdp()
-		s.udp = udpSpec{maxInflight: int(o.GetMaxInflight()), timeout: defaultUDPTimeout}
+		s.udp = udpSpec{maxInflight: int(o.GetMaxInflight()), timeout: enginev1.DefaultUDPTimeout}
 		if s.udp.maxInflight == 0 {
-			s.udp.maxInflight = defaultUDPMaxInflight
+			s.udp.maxInflight = enginev1.DefaultUDPMaxInflight
 		}
 		if s.udp.maxInflight > maxInflight {
 			errs = append(errs, fieldErr("udp.max_inflight", "%d is more than %d", s.udp.maxInflight, maxInflight))
 		}
-		t, err := durationField("udp.timeout", o.GetTimeout(), defaultUDPTimeout)
+		t, err := durationField("udp.timeout", o.GetTimeout(), enginev1.DefaultUDPTimeout)
 		errs = append(errs, err)
 		s.udp.timeout = t
 		if len(s.message) == 0 || len(s.message) > maxUDPMessage {
@@ -95,10 +89,10 @@ func parseMessages(req *enginev1.ExecuteRequest, u *url.URL, host string, s *spe
 	o := req.GetTcp()
 	s.tcp = tcpSpec{connections: int(o.GetConnections()), maxInflight: int(o.GetMaxInflightPerConnection()), echo: o.ExpectEcho == nil || o.GetExpectEcho()}
 	if s.tcp.connections == 0 {
-		s.tcp.connections = defaultTCPConnections
+		s.tcp.connections = enginev1.DefaultTCPConnections
 	}
 	if s.tcp.maxInflight == 0 {
-		s.tcp.maxInflight = defaultTCPMaxInflight
+		s.tcp.maxInflight = enginev1.DefaultTCPMaxInflight
 	}
 	if s.tcp.connections > maxTCPConnections {
 		errs = append(errs, fieldErr("tcp.connections", "%d is more than %d", s.tcp.connections, maxTCPConnections))
@@ -106,7 +100,7 @@ func parseMessages(req *enginev1.ExecuteRequest, u *url.URL, host string, s *spe
 	if s.tcp.maxInflight > maxInflight {
 		errs = append(errs, fieldErr("tcp.max_inflight_per_connection", "%d is more than %d", s.tcp.maxInflight, maxInflight))
 	}
-	d, err := durationField("tcp.drain_duration", o.GetDrainDuration(), defaultTCPDrain)
+	d, err := durationField("tcp.drain_duration", o.GetDrainDuration(), enginev1.DefaultTCPDrain)
 	errs = append(errs, err)
 	s.tcp.drain = d
 	if s.tcp.echo && len(s.message) == 0 {

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sortie-soak/sortie/driver/threshold"
+	enginev1 "github.com/sortie-soak/sortie/engine/api/v1"
 )
 
 // Modes of a scenario, selected by its targets' scheme.
@@ -25,13 +26,13 @@ const (
 	ModeUDP  = "udp"
 )
 
-// Defaults of the tcp and udp blocks, the engine's own.
+// Defaults of the tcp and udp blocks: the engine's own.
 const (
-	DefaultTCPConnections = 1
-	DefaultTCPMaxInflight = 256
-	DefaultTCPDrain       = 500 * time.Millisecond
-	DefaultUDPMaxInflight = 256
-	DefaultUDPTimeout     = time.Second
+	DefaultTCPConnections = enginev1.DefaultTCPConnections
+	DefaultTCPMaxInflight = enginev1.DefaultTCPMaxInflight
+	DefaultTCPDrain       = enginev1.DefaultTCPDrain
+	DefaultUDPMaxInflight = enginev1.DefaultUDPMaxInflight
+	DefaultUDPTimeout     = enginev1.DefaultUDPTimeout
 	// A datagram is the 16 hex digit sequence number and the body, at
 	// most the 65,507 bytes of a UDP payload over IPv4.
 	udpSequencePrefix = 16
