@@ -295,10 +295,10 @@ func (s *workerStats) response(code int, due, end, inHand int64, c *conn) {
 // until response or the done below.
 func (s *workerStats) grpcAnswer(code, status int, due, end, inHand int64, c *conn) {
 	id := grpcStatusID(status)
-	s.detail(due, id, 1)
 	if id != cGRPCStatus0 {
-		s.detail(due, cGRPCError, 1)
+		s.grpcFailed(id, code, due, end, c)
 	} else {
+		s.detail(due, id, 1)
 		s.mu.Lock()
 		if s.message == nil {
 			s.message = newLatencyHist()
@@ -315,6 +315,26 @@ func (s *workerStats) grpcAnswer(code, status int, due, end, inHand int64, c *co
 	recordValue(s.r2r, end-inHand)
 	recordValue(s.q2c, inHand-due)
 	s.tl.done(s.tl.get(bucketOf(due, s.tl.width)))
+	s.mu.Unlock()
+}
+
+// grpcFailed counts the failed grpc-status id (1..16 or missing) of the
+// gRPC call due at due, ended at end on c (HTTP status code, 0 without an
+// answer): id and grpc_error, in the counters and the call's bucket, which
+// is still open (the call's outcome is ended by the caller), and a failure
+// sample of class id with reason grpc_error while the budget lasts. So a
+// failed call answered 200, which is in no HTTP class, is placed in time
+// like an HTTP failure.
+func (s *workerStats) grpcFailed(id counterID, code int, due, end int64, c *conn) {
+	f := failSample{due: due, at: end, class: uint8(id), reason: uint8(cGRPCError), phase: noDetail}
+	if code >= 400 {
+		f.status = uint16(code)
+	}
+	c.describe(&f)
+	s.inc(id)
+	s.inc(cGRPCError)
+	s.mu.Lock()
+	s.sampleLocked(s.tl.fail(&f), f)
 	s.mu.Unlock()
 }
 

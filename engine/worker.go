@@ -505,9 +505,10 @@ func (w *worker) roundTripFailure(c *conn, due int64, timedOut, headersDone bool
 	c.describe(&f)
 	expired := w.expired.Load()
 	if !expired && w.spec.h2 != nil && w.spec.h2.grpc {
-		// A gRPC call with a stream that ended without a status.
-		w.stats.detail(due, cGRPCStatusMissing, 1)
-		w.stats.detail(due, cGRPCError, 1)
+		// A gRPC call with a stream that ended without a status: it
+		// leaves a sample of grpc_status.missing beside its reset or
+		// timeout one.
+		w.stats.grpcFailed(cGRPCStatusMissing, 0, due, f.at, c)
 	}
 	switch {
 	case expired:

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -339,8 +340,12 @@ func CheckTimeline(lines []BucketLine, r BackendResult) error {
 	return e
 }
 
-// FailureClasses are the outcome classes of the zero-failure set: the
-// classes a sample line may have.
+// FailureClasses are the outcome classes of the zero-failure set and the
+// failed gRPC statuses (grpc_status.1..16 and missing): the classes a
+// sample line may have. A failed gRPC call leaves a sample of its status
+// even when it is also in an HTTP, reset or timeout class (then it leaves
+// one of each), so that every failure counted in these classes has its
+// sample or is counted dropped.
 var FailureClasses = failureClasses()
 
 func failureClasses() []string {
@@ -350,7 +355,10 @@ func failureClasses() []string {
 			out = append(out, k)
 		}
 	}
-	return out
+	for code := 1; code <= GRPCMaxStatus; code++ {
+		out = append(out, GRPCStatusPrefix+strconv.Itoa(code))
+	}
+	return append(out, GRPCStatusMissing)
 }
 
 // SampleError says sample lines do not match the bucket lines of their
