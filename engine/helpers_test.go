@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,6 +179,17 @@ func checkAccounting(t testing.TB, res *enginev1.Result) {
 	var responses uint64
 	for _, k := range []string{record.HTTP1xx, record.HTTP2xx, record.HTTP3xx, record.HTTP4xx, record.HTTP5xx} {
 		responses += c[k]
+	}
+	if record.IsGRPC(c) {
+		// A failed call answered 2xx is in no HTTP class: the answered
+		// calls are those with a status but a reset or a timeout.
+		responses = 0
+		for k, v := range c {
+			if strings.HasPrefix(k, record.GRPCStatusPrefix) {
+				responses += v
+			}
+		}
+		responses -= c[record.StreamResets] + c[record.RequestTimeout]
 	}
 	if r2r := stats[record.RequestToResponse]; r2r == nil || r2r.GetCount() != responses {
 		t.Errorf("%s = %v, want count %d", record.RequestToResponse, r2r, responses)

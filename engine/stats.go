@@ -296,7 +296,7 @@ func (s *workerStats) response(code int, due, end, inHand int64, c *conn) {
 func (s *workerStats) grpcAnswer(code, status int, due, end, inHand int64, c *conn) {
 	id := grpcStatusID(status)
 	if id != cGRPCStatus0 {
-		s.grpcFailed(id, code, due, end, c)
+		s.grpcFailed(id, due, end, c)
 	} else {
 		s.detail(due, id, 1)
 		s.mu.Lock()
@@ -319,17 +319,13 @@ func (s *workerStats) grpcAnswer(code, status int, due, end, inHand int64, c *co
 }
 
 // grpcFailed counts the failed grpc-status id (1..16 or missing) of the
-// gRPC call due at due, ended at end on c (HTTP status code, 0 without an
-// answer): id and grpc_error, in the counters and the call's bucket, which
+// gRPC call due at due, ended at end on c: id and grpc_error, in the counters and the call's bucket, which
 // is still open (the call's outcome is ended by the caller), and a failure
 // sample of class id with reason grpc_error while the budget lasts. So a
 // failed call answered 200, which is in no HTTP class, is placed in time
 // like an HTTP failure.
-func (s *workerStats) grpcFailed(id counterID, code int, due, end int64, c *conn) {
+func (s *workerStats) grpcFailed(id counterID, due, end int64, c *conn) {
 	f := failSample{due: due, at: end, class: uint8(id), reason: uint8(cGRPCError), phase: noDetail}
-	if code >= 400 {
-		f.status = uint16(code)
-	}
 	c.describe(&f)
 	s.inc(id)
 	s.inc(cGRPCError)

@@ -508,7 +508,7 @@ func (w *worker) roundTripFailure(c *conn, due int64, timedOut, headersDone bool
 		// A gRPC call with a stream that ended without a status: it
 		// leaves a sample of grpc_status.missing beside its reset or
 		// timeout one.
-		w.stats.grpcFailed(cGRPCStatusMissing, 0, due, f.at, c)
+		w.stats.grpcFailed(cGRPCStatusMissing, due, f.at, c)
 	}
 	switch {
 	case expired:

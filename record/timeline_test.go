@@ -156,8 +156,26 @@ func TestCheckSamples(t *testing.T) {
 		t.Fatalf("samples that add up: %v", err)
 	}
 	if got, want := FailureClasses, []string{HTTP4xx, HTTP5xx, StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow, InflightLost, RequestTimeout, LateDropped,
-		TCPDeferred, TCPUnavailable, UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable}; !cmp.Equal(got, want) {
+		TCPDeferred, TCPUnavailable, UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable,
+		GRPCStatusPrefix + "1", GRPCStatusPrefix + "2", GRPCStatusPrefix + "3", GRPCStatusPrefix + "4", GRPCStatusPrefix + "5",
+		GRPCStatusPrefix + "6", GRPCStatusPrefix + "7", GRPCStatusPrefix + "8", GRPCStatusPrefix + "9", GRPCStatusPrefix + "10",
+		GRPCStatusPrefix + "11", GRPCStatusPrefix + "12", GRPCStatusPrefix + "13", GRPCStatusPrefix + "14", GRPCStatusPrefix + "15",
+		GRPCStatusPrefix + "16", GRPCStatusMissing}; !cmp.Equal(got, want) {
 		t.Errorf("FailureClasses = %v, want %v", got, want)
+	}
+	// A gRPC bucket: a call answered 200 with UNAVAILABLE leaves one
+	// sample (its status is in no HTTP class), a reset call two (its
+	// reset and its missing status); grpc_status.0 is no failure.
+	grpc := []BucketLine{bucket(0, map[string]uint64{GRPCStatusOK: 3, HTTP2xx: 3, GRPCStatusPrefix + "14": 1, GRPCError: 2,
+		GRPCStatusMissing: 1, StreamResets: 1, ResetsBeforeHeaders: 1, StreamResetsPrefix + ReasonRemoteReset: 1})}
+	if err := CheckSamples(grpc, []SampleLine{sample(0, GRPCStatusPrefix+"14"), sample(0, GRPCStatusMissing), sample(0, StreamResets)}); err != nil {
+		t.Errorf("gRPC samples that add up: %v", err)
+	}
+	if err := CheckSamples(grpc, []SampleLine{sample(0, GRPCStatusMissing), sample(0, StreamResets)}); err == nil {
+		t.Error("a gRPC bucket without the sample of its grpc_status.14 passed")
+	}
+	if err := CheckSamples(grpc, []SampleLine{sample(0, GRPCStatusPrefix+"14"), sample(0, GRPCStatusOK), sample(0, StreamResets)}); err == nil {
+		t.Error("a sample of grpc_status.0 passed")
 	}
 	tests := []struct {
 		name    string
