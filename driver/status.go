@@ -79,13 +79,11 @@ type targetStatus struct {
 //
 // sent counts the requests with an outcome (every class, so one that never
 // left, a pool_overflow, is in it; one still in flight is not yet);
-// answered those that got an HTTP response (1xx to 5xx); failures the
+// answered those that got an HTTP response (1xx to 5xx; of gRPC calls
+// also those answered 200 with a failed grpc-status, record.Answered);
+// failures the
 // non-zero classes of the zero-failure set, by their short names.
 func (s targetStatus) line() string {
-	var answered uint64
-	for _, k := range []string{record.HTTP1xx, record.HTTP2xx, record.HTTP3xx, record.HTTP4xx, record.HTTP5xx} {
-		answered += s.counters[k]
-	}
 	var failures []string
 	for _, k := range record.Outcomes {
 		if v := s.counters[k]; v > 0 && record.InZeroFailureSet(k) {
@@ -97,7 +95,7 @@ func (s targetStatus) line() string {
 		failed = strings.Join(failures, ",")
 	}
 	return fmt.Sprintf("  status %s sent=%d answered=%d 2xx=%d failures=%s backends=%d/%d elapsed=%v/%v",
-		s.label, record.Sum(s.counters), answered, s.counters[record.HTTP2xx], failed,
+		s.label, record.Sum(s.counters), record.Answered(s.counters), s.counters[record.HTTP2xx], failed,
 		s.reported, s.backends, s.elapsed.Truncate(time.Second), s.planned)
 }
 

@@ -255,6 +255,25 @@ var succeeding = map[string]bool{HTTP2xx: true, TCPMessagesSent: true, UDPDatagr
 // Succeeding says an outcome class counts successes (see Succeeded).
 func Succeeding(class string) bool { return succeeding[class] }
 
+// httpClasses are the outcome classes of an HTTP response.
+var httpClasses = map[string]bool{HTTP1xx: true, HTTP2xx: true, HTTP3xx: true, HTTP4xx: true, HTTP5xx: true}
+
+// Answered is how many of a result's requests or calls got an HTTP
+// response: its outcome sum by the law of its mode (OutcomeSum) less the
+// outcome classes of no response (resets, timeouts, the stream-less
+// classes, TCP and UDP). Of an HTTP execution that is its HTTP classes; of
+// a gRPC execution every call with a grpc_status but a reset or a request
+// timeout, so a failed call answered 200, in no HTTP class, is in it.
+func Answered(c map[string]uint64) uint64 {
+	n := Sum(c)
+	for _, k := range Outcomes {
+		if !httpClasses[k] {
+			n -= min(n, c[k])
+		}
+	}
+	return n
+}
+
 // Sum adds the outcome classes of a counter map, by the law of its mode
 // (OutcomeSum).
 func Sum(c map[string]uint64) uint64 {
