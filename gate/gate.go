@@ -404,7 +404,13 @@ Failures against the rolls and faults. With a live record (its failure
 samples) and the rolls and faults (ROLLED/FAILED/FAULT lines, any of the
 files above), each roll and fault gets a line of the failures that fell in
 its bracket: from its at= to its end= plus --settle (default 10s: the
-endpoints' propagation lag and a drain). A failure falls in it when its
+endpoints' propagation lag and a drain). The failures are the samples of
+the zero-failure set's outcome classes (http_4xx, http_5xx, stream_resets,
+the pool and timeout classes, tcp and udp) and of every failed gRPC status
+(grpc_status.1..16 and grpc_status.missing, reason grpc_error): a gRPC call
+answered 200 with a failed status is in no HTTP class and is placed by its
+status sample like an HTTP failure; a failed call also in an HTTP, reset or
+timeout class has a sample of each. A failure falls in it when its
 outcome time or its due time does, both edges included. A roll covers its
 own target's failures only: the last part of its ref (a churn ref
 <ns>/<kind>/<name> matches on <name>) is the target's name (the label

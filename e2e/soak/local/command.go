@@ -118,7 +118,8 @@ UNOBSERVED rule, which must exit 3.
          UNOBSERVED (exit 3); --rolls --no-drain FAIL with udp_lost
          attributed to the rolled target and node.
 Target faults (target-down, target-fail) are HTTP answers: tcp and udp
-refuse them.
+refuse them. grpc takes them: target-down answers UNAVAILABLE
+(grpc_status.14, HTTP 200, trailers-only), target-fail resets the stream.
 
 Flags:
 `
