@@ -214,9 +214,11 @@ stderr lines (stdout carries only the summary or the JSON report):
       sent counts the requests with an outcome (a request in flight is
       counted when it ends), answered those with an HTTP response (1xx to
       5xx; for gRPC every call answered, also one answered 200 with a
-      failed grpc-status, which is in no HTTP class), failures the non-zero classes of the zero-failure set (4xx 5xx
-      stream_resets pool_connection_failure pool_failure_timeout
-      pool_overflow inflight_lost request_timeout late_dropped), backends those of B that reported,
+      failed grpc-status, which is in no HTTP class), failures the non-zero
+      failure classes (4xx 5xx stream_resets pool_connection_failure
+      pool_failure_timeout pool_overflow inflight_lost request_timeout
+      late_dropped, the tcp and udp ones, grpc_status.<code> but 0 and
+      grpc_status.missing), backends those of B that reported,
       elapsed the furthest backend's time since the start (whole seconds)
       against the planned duration. The engines report every second while
       a status is shown (--progress lines still come every --progress).

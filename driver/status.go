@@ -82,11 +82,12 @@ type targetStatus struct {
 // answered those that got an HTTP response (1xx to 5xx; of gRPC calls
 // also those answered 200 with a failed grpc-status, record.Answered);
 // failures the
-// non-zero classes of the zero-failure set, by their short names.
+// non-zero failure classes (record.FailureClasses: a failed gRPC status
+// too), by their short names.
 func (s targetStatus) line() string {
 	var failures []string
-	for _, k := range record.Outcomes {
-		if v := s.counters[k]; v > 0 && record.InZeroFailureSet(k) {
+	for _, k := range record.FailureClasses {
+		if v := s.counters[k]; v > 0 {
 			failures = append(failures, shortCounter(k)+"="+strconv.FormatUint(v, 10))
 		}
 	}

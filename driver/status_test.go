@@ -61,11 +61,11 @@ func TestStatusLine(t *testing.T) {
 					record.PoolConnectionFailure: 1, record.PoolFailureRemote: 1, record.PoolFailureTimeout: 2, record.InflightLost: 1})},
 			},
 			want: "  status mesh/svc-1 sent=213 answered=203 2xx=198 failures=4xx=1,5xx=3,stream_resets=2,pool_connection_failure=1,pool_failure_timeout=2,pool_overflow=4,inflight_lost=1 backends=2/2 elapsed=1h0m0s/8h30m0s"},
-		{name: "grpc: failed calls answered 200 are answered, resets, timeouts and overflows are not", backends: []string{"a"}, planned: time.Minute,
+		{name: "grpc: failed calls answered 200 are answered, resets, timeouts and overflows are not; failed statuses are failures", backends: []string{"a"}, planned: time.Minute,
 			events: []step{{"a", prog(time.Second, map[string]uint64{record.HTTP2xx: 5, record.GRPCStatusOK: 5,
 				record.GRPCStatusPrefix + "14": 3, record.GRPCStatusMissing: 2, record.GRPCError: 5, record.StreamResets: 1,
 				record.ResetsBeforeHeaders: 1, record.RequestTimeout: 1, record.PoolOverflow: 1})}},
-			want: "  status mesh/svc-1 sent=11 answered=8 2xx=5 failures=stream_resets=1,pool_overflow=1,request_timeout=1 backends=1/1 elapsed=1s/1m0s"},
+			want: "  status mesh/svc-1 sent=11 answered=8 2xx=5 failures=stream_resets=1,pool_overflow=1,request_timeout=1,grpc_status.14=3,grpc_status.missing=2 backends=1/1 elapsed=1s/1m0s"},
 		{name: "an unknown backend's event is its own", backends: []string{"a"}, planned: time.Second,
 			events: []step{{"a", prog(500*time.Millisecond, map[string]uint64{record.HTTP1xx: 1, record.HTTP2xx: 2})}},
 			want:   "  status mesh/svc-1 sent=3 answered=3 2xx=2 failures=none backends=1/1 elapsed=0s/1s"},
@@ -83,7 +83,7 @@ func TestStatusLine(t *testing.T) {
 }
 
 // The documented format, as a grep recipe would read it.
-var statusLineRE = regexp.MustCompile(`^  status (\S+) sent=(\d+) answered=(\d+) 2xx=(\d+) failures=(none|[a-z0-9_]+=\d+(,[a-z0-9_]+=\d+)*) backends=(\d+)/(\d+) elapsed=(\S+)/(\S+)$`)
+var statusLineRE = regexp.MustCompile(`^  status (\S+) sent=(\d+) answered=(\d+) 2xx=(\d+) failures=(none|[a-z0-9_.]+=\d+(,[a-z0-9_.]+=\d+)*) backends=(\d+)/(\d+) elapsed=(\S+)/(\S+)$`)
 
 func TestStatusLineFormat(t *testing.T) {
 	s := targetStatus{label: "mesh/svc-1/stage-2", planned: time.Minute, backends: 3, reported: 2, elapsed: 41 * time.Second,
