@@ -53,8 +53,10 @@ type tlBucket struct {
 	ok       uint64
 	p50, p99 int64
 	// fail holds, when the bucket has a failure, the counts of each class
-	// of record.FailureClasses (the outcome classes of the zero-failure
-	// set, which never overlap), in that order.
+	// of record.FailureClasses, in that order: the outcome classes of the
+	// zero-failure set, which never overlap, and the failed gRPC statuses,
+	// which overlap a gRPC call's reset, timeout or 4xx/5xx class (such a
+	// call is drawn in both).
 	fail []uint64
 }
 
