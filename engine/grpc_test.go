@@ -72,7 +72,7 @@ func FuzzGRPCStatus(f *testing.F) {
 // window of three calls, answered HTTP 200 with grpc-status 14
 // trailers-only and so in no HTTP class, leaves three samples of class
 // grpc_status.14 (reason grpc_error) on the target's address; two resets
-// leave their stream_resets samples and two of grpc_status.missing. The
+// leave their stream_resets samples only (one sample a failed call). The
 // timeline's checks (CheckTimeline, CheckSamples) hold by the gRPC law.
 func TestGRPCFailuresSampled(t *testing.T) {
 	t.Parallel()
@@ -84,7 +84,7 @@ func TestGRPCFailuresSampled(t *testing.T) {
 		want  map[string]int // samples by class
 	}{
 		{"unavailable", fixture.Fault{Mode: fixture.Mode503, Count: 3}, map[string]int{status14: 3}},
-		{"reset", fixture.Fault{Mode: fixture.ModeReset, Count: 2}, map[string]int{record.StreamResets: 2, record.GRPCStatusMissing: 2}},
+		{"reset", fixture.Fault{Mode: fixture.ModeReset, Count: 2}, map[string]int{record.StreamResets: 2}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -296,7 +296,9 @@ func (s *workerStats) response(code int, due, end, inHand int64, c *conn) {
 func (s *workerStats) grpcAnswer(code, status int, due, end, inHand int64, c *conn) {
 	id := grpcStatusID(status)
 	if id != cGRPCStatus0 {
-		s.grpcFailed(id, due, end, c)
+		// Sampled unless the answer's 4xx or 5xx leaves the call's sample:
+		// one sample a call, so a window's failures count calls.
+		s.grpcFailed(id, due, end, c, code/100 != 4 && code/100 != 5)
 	} else {
 		s.detail(due, id, 1)
 		s.mu.Lock()
@@ -319,12 +321,20 @@ func (s *workerStats) grpcAnswer(code, status int, due, end, inHand int64, c *co
 }
 
 // grpcFailed counts the failed grpc-status id (1..16 or missing) of the
-// gRPC call due at due, ended at end on c: id and grpc_error, in the counters and the call's bucket, which
-// is still open (the call's outcome is ended by the caller), and a failure
-// sample of class id with reason grpc_error while the budget lasts. So a
-// failed call answered 200, which is in no HTTP class, is placed in time
-// like an HTTP failure.
-func (s *workerStats) grpcFailed(id counterID, due, end int64, c *conn) {
+// gRPC call due at due, ended at end on c: id and grpc_error, in the
+// counters and the call's bucket, which is still open (the call's outcome
+// is ended by the caller). With sample, the call is in no other failure
+// class (answered 2xx, say: the fixture's trailers-only UNAVAILABLE), and
+// it leaves a failure sample of class id, reason grpc_error, while the
+// budget lasts, so it is placed in time like an HTTP failure; without,
+// the call's reset, timeout or 5xx sample places it, and a second sample
+// would count the call twice in a window's failures.
+func (s *workerStats) grpcFailed(id counterID, due, end int64, c *conn, sample bool) {
+	if !sample {
+		s.detail(due, id, 1)
+		s.detail(due, cGRPCError, 1)
+		return
+	}
 	f := failSample{due: due, at: end, class: uint8(id), reason: uint8(cGRPCError), phase: noDetail}
 	c.describe(&f)
 	s.inc(id)

@@ -505,10 +505,9 @@ func (w *worker) roundTripFailure(c *conn, due int64, timedOut, headersDone bool
 	c.describe(&f)
 	expired := w.expired.Load()
 	if !expired && w.spec.h2 != nil && w.spec.h2.grpc {
-		// A gRPC call with a stream that ended without a status: it
-		// leaves a sample of grpc_status.missing beside its reset or
-		// timeout one.
-		w.stats.grpcFailed(cGRPCStatusMissing, due, f.at, c)
+		// A gRPC call with a stream that ended without a status: its
+		// reset or timeout sample places it.
+		w.stats.grpcFailed(cGRPCStatusMissing, due, f.at, c, false)
 	}
 	switch {
 	case expired:

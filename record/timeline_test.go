@@ -163,16 +163,20 @@ func TestCheckSamples(t *testing.T) {
 		GRPCStatusPrefix + "16", GRPCStatusMissing}; !cmp.Equal(got, want) {
 		t.Errorf("FailureClasses = %v, want %v", got, want)
 	}
-	// A gRPC bucket: a call answered 200 with UNAVAILABLE leaves one
-	// sample (its status is in no HTTP class), a reset call two (its
-	// reset and its missing status); grpc_status.0 is no failure.
+	// A gRPC bucket: a call answered 200 with UNAVAILABLE leaves the
+	// sample of its status (it is in no HTTP class); a reset call leaves
+	// its reset's sample only, not one of its missing status too; so one
+	// sample a failed call. grpc_status.0 is no failure.
 	grpc := []BucketLine{bucket(0, map[string]uint64{GRPCStatusOK: 3, HTTP2xx: 3, GRPCStatusPrefix + "14": 1, GRPCError: 2,
 		GRPCStatusMissing: 1, StreamResets: 1, ResetsBeforeHeaders: 1, StreamResetsPrefix + ReasonRemoteReset: 1})}
-	if err := CheckSamples(grpc, []SampleLine{sample(0, GRPCStatusPrefix+"14"), sample(0, GRPCStatusMissing), sample(0, StreamResets)}); err != nil {
-		t.Errorf("gRPC samples that add up: %v", err)
+	if err := CheckSamples(grpc, []SampleLine{sample(0, GRPCStatusPrefix+"14"), sample(0, StreamResets)}); err != nil {
+		t.Errorf("gRPC samples, one a failed call: %v", err)
 	}
-	if err := CheckSamples(grpc, []SampleLine{sample(0, GRPCStatusMissing), sample(0, StreamResets)}); err == nil {
-		t.Error("a gRPC bucket without the sample of its grpc_status.14 passed")
+	if err := CheckSamples(grpc, []SampleLine{sample(0, StreamResets)}); err == nil {
+		t.Error("a gRPC bucket without the sample of its call answered 200 with grpc_status.14 passed")
+	}
+	if err := CheckSamples(grpc, []SampleLine{sample(0, GRPCStatusPrefix+"14"), sample(0, GRPCStatusMissing), sample(0, StreamResets), sample(0, StreamResets)}); err == nil {
+		t.Error("more samples than failed calls passed")
 	}
 	if err := CheckSamples(grpc, []SampleLine{sample(0, GRPCStatusPrefix+"14"), sample(0, GRPCStatusOK), sample(0, StreamResets)}); err == nil {
 		t.Error("a sample of grpc_status.0 passed")
