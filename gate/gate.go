@@ -410,7 +410,7 @@ the pool and timeout classes, tcp and udp) and of every failed gRPC status
 (grpc_status.1..16 and grpc_status.missing, reason grpc_error): a gRPC call
 answered 200 with a failed status is in no HTTP class and is placed by its
 status sample like an HTTP failure; a failed call also in an HTTP, reset or
-timeout class has a sample of each. A failure falls in it when its
+timeout class has that class's sample only (one sample a failed call). A failure falls in it when its
 outcome time or its due time does, both edges included. A roll covers its
 own target's failures only: the last part of its ref (a churn ref
 <ns>/<kind>/<name> matches on <name>) is the target's name (the label

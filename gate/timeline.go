@@ -55,8 +55,8 @@ type tlBucket struct {
 	// fail holds, when the bucket has a failure, the counts of each class
 	// of record.FailureClasses, in that order: the outcome classes of the
 	// zero-failure set, which never overlap, and the failed gRPC statuses,
-	// which overlap a gRPC call's reset, timeout or 4xx/5xx class (such a
-	// call is drawn in both).
+	// which overlap a gRPC call's reset, timeout or 4xx/5xx class in the
+	// counters (such a call is drawn in both; its sample is one).
 	fail []uint64
 }
 
