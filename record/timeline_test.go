@@ -156,7 +156,7 @@ func TestCheckSamples(t *testing.T) {
 		t.Fatalf("samples that add up: %v", err)
 	}
 	if got, want := FailureClasses, []string{HTTP4xx, HTTP5xx, StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow, InflightLost, RequestTimeout, LateDropped,
-		TCPDeferred, TCPUnavailable, UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable}; !cmp.Equal(got, want) {
+		TCPDeferred, TCPUnavailable, UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable, StreamDeferred, StreamUnavailable}; !cmp.Equal(got, want) {
 		t.Errorf("FailureClasses = %v, want %v", got, want)
 	}
 	tests := []struct {
