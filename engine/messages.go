@@ -123,6 +123,8 @@ func newMessenger(w *worker) messenger {
 		return newTCPConns(w)
 	case modeUDP:
 		return newUDPSocket(w)
+	case modeWS:
+		return newWSConns(w)
 	}
 	return nil
 }
