@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/sortie-soak/sortie/fixture"
@@ -33,20 +34,31 @@ scenarios:
     target: "http://{{.URL}}/fault/503"
   - name: upgradereset
     target: "http://{{.URL}}/fault/reset"
+  - name: reset
+    target: "http://RESET_ADDR/ws"
+  - name: goaway
+    target: "http://GOAWAY_ADDR/ws"
 `
 
 // TestIntegrationWebSocketPlan runs websocket scenarios through the driver
 // and an engine against the fixture's WebSocket echo: every message echoed
 // and accounted for exactly; an upgrade answered 503 is
 // stream_upgrade_rejected and one reset stream_open_failures, their
-// messages stream_unavailable, and the run fails on the zero-failure set.
+// messages stream_unavailable; a service whose every message resets its
+// connection (fault reset), or is answered with a Close frame (fault 503),
+// loses each connection's first message (stream_inflight_lost, one
+// stream_early_close per connection) and the rest are stream_unavailable;
+// and the run fails on the zero-failure set.
 func TestIntegrationWebSocketPlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs load against a fixture target")
 	}
 	srv, _ := h2Fixture(t, fixture.ModeOK, false)
+	reset, _ := h2Fixture(t, fixture.ModeReset, false)
+	goaway, _ := h2Fixture(t, fixture.Mode503, false)
 	eng := startEngine(t, "node-a", 0)
-	plan := writePlan(t, wsPlan, planData{Backends: []string{eng}, URL: srv.Addr(fixture.DefaultService)})
+	text := strings.NewReplacer("RESET_ADDR", reset.Addr(fixture.DefaultService), "GOAWAY_ADDR", goaway.Addr(fixture.DefaultService)).Replace(wsPlan)
+	plan := writePlan(t, text, planData{Backends: []string{eng}, URL: srv.Addr(fixture.DefaultService)})
 	res := runDriver(t, context.Background(), testOptions(), plan)
 	if res.code != 1 || res.report == nil {
 		t.Fatalf("exit %d, want 1 (the rejected and reset upgrades fail the run)", res.code)
@@ -67,6 +79,18 @@ func TestIntegrationWebSocketPlan(t *testing.T) {
 	exactResult(t, res, "upgradereset", eng, 20, map[string]uint64{
 		record.StreamOpenFailures: 4, record.StreamUnavailable: 20, record.StreamsOpened: 0, record.StreamMessagesSent: 0,
 	})
+	// Each worker sends its messages round-robin over its 2 connections,
+	// 200 ms apart on one connection: the first message of each of the 4
+	// is lost with it, the other 16 find it gone.
+	lostFirst := map[string]uint64{
+		record.StreamsOpened: 4, record.StreamMessagesSent: 4, record.StreamInflightLost: 4,
+		record.StreamEarlyClose: 4, record.StreamUnavailable: 16, record.StreamMessagesReceived: 0,
+	}
+	exactResult(t, res, "reset", eng, 20, lostFirst)
+	exactResult(t, res, "goaway", eng, 20, lostFirst)
+	if n := reset.Status().Services[0].Resets; n != 4 {
+		t.Errorf("the fixture reset %d connections, want 4", n)
+	}
 	for _, label := range []string{"ws", "wsbinary"} {
 		br := exactResult(t, res, label, eng, 20, nil)
 		for _, k := range record.StreamDetails {
