@@ -132,3 +132,44 @@ func TestWebSocketPeerFaults(t *testing.T) {
 		})
 	}
 }
+
+// FuzzReadHead: any bytes give a head within the bound or an error,
+// never a panic.
+func FuzzReadHead(f *testing.F) {
+	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\n"))
+	f.Add([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"))
+	f.Add([]byte("\n\n"))
+	f.Add([]byte(strings.Repeat("X-A: b\r\n", 3000)))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		status, hdr, err := readHead(bufio.NewReader(strings.NewReader(string(in))))
+		if err == nil && len(status)+len(hdr) > maxHandshake {
+			t.Fatalf("a head of %d fields past the bound", len(hdr))
+		}
+	})
+}
+
+// TestWebSocketRefused: websocket settings that cannot run are refused,
+// each naming its field.
+func TestWebSocketRefused(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name string
+		edit func(r *enginev1.ExecuteRequest)
+		want string
+	}{
+		{"no body", func(r *enginev1.ExecuteRequest) { r.Body = nil }, "body: is 0 bytes"},
+		{"http2", func(r *enginev1.ExecuteRequest) { r.Protocol = enginev1.Protocol_HTTP2 }, "websocket: requires protocol HTTP1"},
+		{"post", func(r *enginev1.ExecuteRequest) { r.Method = "POST" }, "method: POST: a websocket upgrade is a GET"},
+		{"tcp url", func(r *enginev1.ExecuteRequest) { r.Url = "tcp://127.0.0.1:9" }, "websocket: goes with an http or https url, not tcp"},
+		{"upgrade header", func(r *enginev1.ExecuteRequest) {
+			r.Headers = []*enginev1.Header{{Name: "Sec-WebSocket-Protocol", Value: "x"}}
+		}, "headers[0]: Sec-WebSocket-Protocol is set by the engine"},
+		{"streams", func(r *enginev1.ExecuteRequest) { r.Websocket.Streams = maxTCPConnections + 1 }, "websocket.streams: 10001 is more than 10000"},
+	} {
+		r := wsReq("refused", "http://127.0.0.1:9/ws", 1, 1, 1)
+		tc.edit(r)
+		if _, err := parseSpec(r, now, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
