@@ -2,9 +2,7 @@ package engine
 
 import (
 	"bufio"
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -34,14 +32,7 @@ func wsReq(id, url string, workers, streams, inflight uint32) *enginev1.ExecuteR
 // message echoed, text or binary, and accounted for.
 func TestWebSocketEcho(t *testing.T) {
 	t.Parallel()
-	srv, err := fixture.New(fixture.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close(); srv.Wait() })
+	srv := startTarget(t)
 	te := startEngine(t, Options{})
 	for _, binary := range []bool{false, true} {
 		r := wsReq("ws", "http://"+srv.Addr(fixture.DefaultService)+"/ws", 2, 3, 16)
