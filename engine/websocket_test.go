@@ -94,16 +94,16 @@ func TestWebSocketPeerFaults(t *testing.T) {
 	})
 	// An echo that is not the message: that message is
 	// stream_unexpected_message, the connection closed by the engine; a
-	// masked frame (a server must not mask) is stream_protocol_errors
-	// and the message in flight lost. Each connection's first message
-	// ends it; the rest find it unavailable.
+	// masked frame (a server must not mask) is one stream_protocol_errors
+	// per connection and the message in flight lost. Each connection's
+	// first message ends it; the rest find it unavailable.
 	for _, tc := range []struct {
 		name  string
 		frame []byte
 		class string
 	}{
 		{"unexpected", wsframe.Append(nil, wsframe.OpText, []byte("pong"), nil), record.StreamUnexpectedMessage},
-		{"masked", wsframe.Append(nil, wsframe.OpText, []byte(`{"type":"ping"}`), &[4]byte{1, 2, 3, 4}), record.StreamInflightLost},
+		{"masked", wsframe.Append(nil, wsframe.OpText, []byte(`{"type":"ping"}`), &[4]byte{1, 2, 3, 4}), record.StreamProtocolErrors},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -114,11 +114,18 @@ func TestWebSocketPeerFaults(t *testing.T) {
 				drainAll(c, r)
 			})
 			c := checkMessages(t, te.execute(t, wsReq(tc.name, url, 2, 2, 4)), true)
-			if c[tc.class] != 4 || c[record.StreamMessagesSent] != 4 || c[record.StreamUnavailable] != 96 || c[record.StreamsOpened] != 4 {
-				t.Errorf("counters %v: want each connection's first message %s, the rest unavailable", c, strings.TrimPrefix(tc.class, "benchmark."))
+			// A second message written before the bad frame arrived (a
+			// worker woken late) is lost with its connection.
+			extra := c[record.StreamInflightLost]
+			if tc.class == record.StreamProtocolErrors {
+				// Its first message is lost with it, not unexpected.
+				extra -= min(extra, 4)
 			}
-			if tc.name == "masked" && c[record.StreamProtocolErrors] != 4 {
-				t.Errorf("counters %v: want 4 stream_protocol_errors", c)
+			if c[tc.class] != 4 || c[record.StreamMessagesSent] != 4+extra || c[record.StreamUnavailable] != 96-extra || c[record.StreamsOpened] != 4 {
+				t.Errorf("counters %v: want 4 %s (one a connection), the rest unavailable", c, strings.TrimPrefix(tc.class, "benchmark."))
+			}
+			if tc.name == "masked" && c[record.StreamInflightLost] < 4 {
+				t.Errorf("counters %v: want each connection's first message lost", c)
 			}
 		})
 	}
