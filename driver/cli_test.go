@@ -94,7 +94,6 @@ func TestCLIExitCodes(t *testing.T) {
 		{name: "run report is a device", args: []string{"run", valid, "-o", "/dev/null"}, code: 2, errHas: "/dev/null cannot be written: it is not a regular file"},
 		{name: "run every output at once", args: []string{"run", valid, "-o", "/dev/null", "--results-stream", t.TempDir()}, code: 2, errHas: "report /dev/null cannot be written: it is not a regular file (a device)\nresults stream"},
 		{name: "run refuses grpc", args: []string{"run", grpcPlan}, code: 2, errHas: "grpc.yaml:9:11: scenario mesh: the grpc block (mode bidi-stream) is valid, but this engine drives gRPC unary only"},
-		{name: "run refuses websocket", args: []string{"run", wsPlan}, code: 2, errHas: "ws.yaml:9:16: scenario mesh: the websocket block is valid, but this engine does not drive WebSocket yet"},
 		{name: "validate grpc", args: []string{"validate", grpcPlan}, code: 0, stdoutHas: "grpc: bidi-stream, 4 streams per backend"},
 		{name: "validate websocket", args: []string{"validate", wsPlan}, code: 0, stdoutHas: "websocket: 20 streams per backend"},
 		{name: "validate", args: []string{"validate", valid}, code: 0, stdoutHas: "mesh"},

@@ -689,8 +689,8 @@ func loadPlan(ctx context.Context, o Options, path string, backends map[string][
 	if err != nil {
 		return nil, nil, nil, cli.Usage(err)
 	}
-	// A grpc or websocket block is valid plan (validate and compile take
-	// it) but not load this engine can send: refused before any dispatch
+	// A grpc bidi-stream block or protocol http3 is valid plan (validate
+	// and compile take it) but not load this engine can send: refused before any dispatch
 	// rather than run as plain HTTP, which would grade something else.
 	if err := p.Undriven(); err != nil {
 		return nil, nil, nil, cli.Usage(fmt.Errorf("refusing to run: %w", err))

@@ -249,8 +249,11 @@ func (x *execution) result(backendName string) *enginev1.Result {
 	}
 	if x.spec.mode != modeHTTP {
 		id := record.TCPMessageLatency
-		if x.spec.mode == modeUDP {
+		switch x.spec.mode {
+		case modeUDP:
 			id = record.UDPMessageLatency
+		case modeWS:
+			id = record.StreamMessageLatency
 		}
 		h := merge(newLatencyHist, func(s *workerStats) *hdrhistogram.Histogram { return s.message })
 		if h == nil {

@@ -61,6 +61,9 @@ func parseMessages(req *enginev1.ExecuteRequest, u *url.URL, host string, s *spe
 	if len(req.GetHeaders()) > 0 {
 		errs = append(errs, fieldErr("headers", "mean nothing to a %s url", u.Scheme))
 	}
+	if req.GetWebsocket() != nil {
+		errs = append(errs, fieldErr("websocket", "goes with an http or https url, not %s", u.Scheme))
+	}
 	if u.Scheme == "udp" {
 		s.mode = modeUDP
 		if req.GetTcp() != nil {
@@ -87,7 +90,7 @@ func parseMessages(req *enginev1.ExecuteRequest, u *url.URL, host string, s *spe
 		errs = append(errs, fieldErr("udp", "goes with a udp url, not %s", u.Scheme))
 	}
 	o := req.GetTcp()
-	s.tcp = tcpSpec{connections: int(o.GetConnections()), maxInflight: int(o.GetMaxInflightPerConnection()), echo: o.ExpectEcho == nil || o.GetExpectEcho()}
+	s.tcp = tcpSpec{connections: int(o.GetConnections()), maxInflight: int(o.GetMaxInflightPerConnection()), echo: o == nil || o.ExpectEcho == nil || o.GetExpectEcho()}
 	if s.tcp.connections == 0 {
 		s.tcp.connections = enginev1.DefaultTCPConnections
 	}
@@ -123,6 +126,8 @@ func newMessenger(w *worker) messenger {
 		return newTCPConns(w)
 	case modeUDP:
 		return newUDPSocket(w)
+	case modeWS:
+		return newWSConns(w)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func tcpReq(id, addr string, workers, conns, inflight uint32) *enginev1.ExecuteR
 	return r
 }
 
-// checkMessages asserts what every TCP or UDP result keeps: the record's
+// checkMessages asserts what every TCP, UDP or WebSocket result keeps: the record's
 // conservation (the driver's and the gate's check), the mode's second law,
 // the latency statistic counting exactly the echoes, and a timeline that
 // sums to the result with a sample for every failure of an outcome class.
@@ -63,7 +63,17 @@ func checkMessages(t *testing.T, r run, echo bool) map[string]uint64 {
 		t.Errorf("conservation: %v; counters %v", err, c)
 	}
 	stats := statsByID(res)
-	if c[record.TCPMessagesSent] > 0 || c[record.TCPDeferred]+c[record.TCPUnavailable] > 0 {
+	if c[record.StreamMessagesSent]+c[record.StreamDeferred]+c[record.StreamUnavailable] > 0 {
+		// WebSocket: stream_messages_sent = received + unexpected + lost +
+		// drain incomplete (record.StreamDetails).
+		fates := c[record.StreamMessagesReceived] + c[record.StreamUnexpectedMessage] + c[record.StreamInflightLost] + c[record.StreamDrainIncomplete]
+		if fates != c[record.StreamMessagesSent] {
+			t.Errorf("websocket: %d sent, %d received + unexpected + lost + drain incomplete; counters %v", c[record.StreamMessagesSent], fates, c)
+		}
+		if lat := stats[record.StreamMessageLatency]; lat == nil || lat.GetCount() != c[record.StreamMessagesReceived] {
+			t.Errorf("%s = %v, want count %d", record.StreamMessageLatency, lat, c[record.StreamMessagesReceived])
+		}
+	} else if c[record.TCPMessagesSent] > 0 || c[record.TCPDeferred]+c[record.TCPUnavailable] > 0 {
 		// Without an echo a message written is done: nothing else to add.
 		noEcho := !echo
 		fates := c[record.TCPMessagesReceived] + c[record.TCPEchoMismatch] + c[record.TCPInflightLost] + c[record.TCPDrainIncomplete]

@@ -13,12 +13,9 @@ import (
 	"github.com/sortie-soak/sortie/record"
 )
 
-// TestPeerFaultsClassified runs the engine against each of sortie-target's
-// peer faults, asked for by path, and checks the exact classification:
-// every request in one outcome class, with its phase and reason, and the
-// stray answer never taken for one.
-func TestPeerFaultsClassified(t *testing.T) {
-	t.Parallel()
+// startTarget runs a healthy sortie-target fixture on loopback.
+func startTarget(t *testing.T) *fixture.Server {
+	t.Helper()
 	srv, err := fixture.New(fixture.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +24,16 @@ func TestPeerFaultsClassified(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close(); srv.Wait() })
-	base := "http://" + srv.Addr(fixture.DefaultService)
+	return srv
+}
+
+// TestPeerFaultsClassified runs the engine against each of sortie-target's
+// peer faults, asked for by path, and checks the exact classification:
+// every request in one outcome class, with its phase and reason, and the
+// stray answer never taken for one.
+func TestPeerFaultsClassified(t *testing.T) {
+	t.Parallel()
+	base := "http://" + startTarget(t).Addr(fixture.DefaultService)
 	te := startEngine(t, Options{})
 	resets := func(phase, reason string) map[string]uint64 {
 		return map[string]uint64{record.StreamResets: 3, phase: 3, record.StreamResetsPrefix + reason: 3}

@@ -80,13 +80,15 @@ type spec struct {
 	bucketWidth  time.Duration
 	buckets      uint32
 	sampleBudget int
-	// mode is modeHTTP, modeTCP or modeUDP, as the url's scheme says; in
-	// the last two message is what each message carries, and tcp or udp
-	// its settings.
+	// mode is modeHTTP, modeTCP or modeUDP, as the url's scheme says, or
+	// modeWS for an http(s) url with websocket settings; in the last three
+	// message is what each message carries, and tcp, udp or ws its
+	// settings.
 	mode    string
 	message []byte
 	tcp     tcpSpec
 	udp     udpSpec
+	ws      *wsSpec
 }
 
 // Modes of an execution.
@@ -94,6 +96,7 @@ const (
 	modeHTTP = "http"
 	modeTCP  = "tcp"
 	modeUDP  = "udp"
+	modeWS   = "websocket"
 )
 
 type statsSpec struct {
@@ -260,6 +263,11 @@ func parseSpec(req *enginev1.ExecuteRequest, now time.Time, backendName string) 
 			}
 		default:
 			errs = append(errs, fieldErr("protocol", "%d is not HTTP1 or HTTP2", req.GetProtocol()))
+		}
+		if req.GetWebsocket() != nil {
+			if err := parseWebSocket(req, u, s); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if g := req.GetGrpc(); g != nil {
 			switch {

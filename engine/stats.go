@@ -40,8 +40,9 @@ const (
 	cResetOverflow
 	cLateSends
 	cConnProtocol
-	// TCP and UDP modes: outcome classes first, then details (see
-	// record.Outcomes, record.TCPDetails, record.UDPDetails).
+	// TCP, UDP and WebSocket modes: outcome classes first, then details
+	// (see record.Outcomes, record.TCPDetails, record.UDPDetails,
+	// record.StreamDetails).
 	cTCPSent
 	cTCPDeferred
 	cTCPUnavailable
@@ -50,6 +51,9 @@ const (
 	cUDPSendErrors
 	cUDPDeferred
 	cUDPUnavailable
+	cWSSent
+	cWSDeferred
+	cWSUnavailable
 	cTCPReceived
 	cTCPMismatch
 	cTCPLost
@@ -59,6 +63,15 @@ const (
 	cTCPClosed
 	cUDPSent
 	cUDPUnexpected
+	cWSReceived
+	cWSUnexpected
+	cWSLost
+	cWSDrainIncomplete
+	cWSOpened
+	cWSOpenFailures
+	cWSUpgradeRejected
+	cWSEarlyClose
+	cWSProtocolErrors
 	// gRPC mode: grpc_status.0..16 and .missing (indexed by
 	// grpcStatusID), and grpc_error; see record.GRPCStatusPrefix.
 	cGRPCStatus0
@@ -109,6 +122,18 @@ var counterNames = [numCounters]string{
 	cTCPClosed:            record.TCPConnectionClosed,
 	cUDPSent:              record.UDPDatagramsSent,
 	cUDPUnexpected:        record.UDPUnexpected,
+	cWSSent:               record.StreamMessagesSent,
+	cWSDeferred:           record.StreamDeferred,
+	cWSUnavailable:        record.StreamUnavailable,
+	cWSReceived:           record.StreamMessagesReceived,
+	cWSUnexpected:         record.StreamUnexpectedMessage,
+	cWSLost:               record.StreamInflightLost,
+	cWSDrainIncomplete:    record.StreamDrainIncomplete,
+	cWSOpened:             record.StreamsOpened,
+	cWSOpenFailures:       record.StreamOpenFailures,
+	cWSUpgradeRejected:    record.StreamUpgradeRejected,
+	cWSEarlyClose:         record.StreamEarlyClose,
+	cWSProtocolErrors:     record.StreamProtocolErrors,
 	cGRPCStatusMissing:    record.GRPCStatusMissing,
 	cGRPCError:            record.GRPCError,
 }
@@ -162,7 +187,7 @@ func (c *counterSet) outcomes() uint64 {
 	for i := cHTTP1xx; i <= cLateDropped; i++ {
 		n += c[i]
 	}
-	for i := cTCPSent; i <= cUDPUnavailable; i++ {
+	for i := cTCPSent; i <= cWSUnavailable; i++ {
 		n += c[i]
 	}
 	return n

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -25,7 +27,16 @@ import (
 // echo a message written is done, one whose write failed or never
 // happened is tcp_inflight_lost or tcp_drain_incomplete.
 type tcpConns struct {
-	w     *worker
+	w *worker
+	// The mode's settings and counters: the TCP mode's, or the WebSocket
+	// mode's (ws not nil: each connection upgraded, messages framed).
+	ids         connIDs
+	n           int
+	maxInflight int
+	echo        bool
+	drainFor    time.Duration
+	ws          *wsSpec
+
 	conns []*tcpConn
 	next  int
 	// quiet is signalled whenever a connection has nothing outstanding.
@@ -39,6 +50,9 @@ type tcpConns struct {
 type tcpConn struct {
 	t  *tcpConns
 	nc net.Conn
+	// br reads a WebSocket connection (what followed the upgrade's 101
+	// included); nil in TCP mode.
+	br *bufio.Reader
 	// kick wakes the writer; queued (under mu) is how many messages of
 	// inflight, the last ones, it has not written yet.
 	kick chan struct{}
@@ -57,35 +71,66 @@ type tcpConn struct {
 	local          atomic.Bool // the engine closed it
 }
 
+// connIDs are the counters of a connection mode (see record.TCPDetails
+// and record.StreamDetails): outcome classes, fates of a message sent,
+// connection events.
+type connIDs struct {
+	sent, deferred, unavailable                      counterID
+	received, mismatch, lost, drainIncomplete        counterID
+	opened, connectFailures, rejected, closed, stray counterID
+}
+
+var (
+	tcpIDs = connIDs{cTCPSent, cTCPDeferred, cTCPUnavailable,
+		cTCPReceived, cTCPMismatch, cTCPLost, cTCPDrainIncomplete,
+		cTCPOpened, cTCPConnectFailures, cTCPConnectFailures, cTCPClosed, cConnProtocol}
+	wsIDs = connIDs{cWSSent, cWSDeferred, cWSUnavailable,
+		cWSReceived, cWSUnexpected, cWSLost, cWSDrainIncomplete,
+		cWSOpened, cWSOpenFailures, cWSUpgradeRejected, cWSEarlyClose, cWSProtocolErrors}
+)
+
 func newTCPConns(w *worker) *tcpConns {
-	return &tcpConns{w: w, quiet: make(chan struct{}, 1)}
+	o := w.spec.tcp
+	return &tcpConns{w: w, ids: tcpIDs, n: o.connections, maxInflight: o.maxInflight, echo: o.echo, drainFor: o.drain,
+		quiet: make(chan struct{}, 1)}
+}
+
+// newWSConns is the WebSocket mode's: TCP echo over upgraded connections.
+func newWSConns(w *worker) *tcpConns {
+	o := w.spec.ws
+	return &tcpConns{w: w, ids: wsIDs, n: o.streams, maxInflight: o.maxInflight, echo: true, drainFor: o.drain, ws: o,
+		quiet: make(chan struct{}, 1)}
 }
 
 // open dials every connection at once and waits for them, each bounded
 // by the execution's timeout.
 func (t *tcpConns) open(first int64) {
-	s := t.w.spec
-	t.conns = make([]*tcpConn, s.tcp.connections)
+	t.conns = make([]*tcpConn, t.n)
 	var wg sync.WaitGroup
-	var opened, failed atomic.Uint32
+	var opened, failed, rejected atomic.Uint32
 	for i := range t.conns {
 		c := &tcpConn{t: t, kick: make(chan struct{}, 1)}
 		t.conns[i] = c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nc, err := t.dial()
-			if err != nil {
+			nc, br, err := t.dial()
+			switch {
+			case errors.Is(err, errUpgradeRejected):
+				rejected.Add(1)
+				return
+			case err != nil:
 				failed.Add(1)
 				return
 			}
 			opened.Add(1)
-			c.nc, c.open = nc, true
+			c.nc, c.br, c.open = nc, br, true
 		}()
 	}
 	wg.Wait()
-	t.w.stats.detail(first, cTCPOpened, opened.Load())
-	t.w.stats.detail(first, cTCPConnectFailures, failed.Load())
+	t.w.stats.detail(first, t.ids.opened, opened.Load())
+	t.w.stats.detail(first, t.ids.connectFailures, failed.Load())
+	t.w.stats.detail(first, t.ids.rejected, rejected.Load())
 	for _, c := range t.conns {
 		if c.open {
 			t.wg.Add(2)
@@ -95,20 +140,34 @@ func (t *tcpConns) open(first int64) {
 	}
 }
 
-func (t *tcpConns) dial() (net.Conn, error) {
+// dial opens a connection, over TLS when the spec says, and upgrades it
+// in WebSocket mode; within the execution's timeout.
+func (t *tcpConns) dial() (net.Conn, *bufio.Reader, error) {
 	s := t.w.spec
 	ctx, cancel := context.WithTimeout(t.w.dialCtx, s.timeout)
 	defer cancel()
 	nc, err := t.w.dialer.DialContext(ctx, "tcp", s.addr)
-	if err != nil || s.tls == nil {
-		return nc, err
+	if err != nil {
+		return nil, nil, err
 	}
-	tc := tls.Client(nc, s.tls)
-	if err := tc.HandshakeContext(ctx); err != nil {
+	if s.tls != nil {
+		tc := tls.Client(nc, s.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, nil, err
+		}
+		nc = tc
+	}
+	if t.ws == nil {
+		return nc, nil, nil
+	}
+	deadline, _ := ctx.Deadline()
+	br, err := upgrade(nc, t.ws, deadline)
+	if err != nil {
 		nc.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return tc, nil
+	return nc, br, nil
 }
 
 // send hands the message due at due to the next connection, or counts it
@@ -124,20 +183,20 @@ func (t *tcpConns) send(due int64) {
 		c.closedUncounted, c.strayUncounted = false, false
 		c.mu.Unlock()
 		if closed {
-			st.detail(due, cTCPClosed, 1)
+			st.detail(due, t.ids.closed, 1)
 		}
 		if stray {
-			st.detail(due, cConnProtocol, 1)
+			st.detail(due, t.ids.stray, 1)
 		}
-		st.fail(failSample{due: due, at: t.w.now(), class: uint8(cTCPUnavailable), reason: noDetail, phase: noDetail})
-	case len(c.inflight) >= t.w.spec.tcp.maxInflight:
+		st.fail(failSample{due: due, at: t.w.now(), class: uint8(t.ids.unavailable), reason: noDetail, phase: noDetail})
+	case len(c.inflight) >= t.maxInflight:
 		c.mu.Unlock()
-		st.fail(failSample{due: due, at: t.w.now(), class: uint8(cTCPDeferred), reason: noDetail, phase: noDetail})
+		st.fail(failSample{due: due, at: t.w.now(), class: uint8(t.ids.deferred), reason: noDetail, phase: noDetail})
 	default:
 		c.inflight = append(c.inflight, due)
 		c.mu.Unlock()
 		// Counted before the writer can end it, so its bucket is open.
-		st.detail(due, cTCPSent, 1)
+		st.detail(due, t.ids.sent, 1)
 		st.outcomeAt(t.w.now())
 		c.mu.Lock()
 		c.queued++
@@ -163,6 +222,7 @@ func (c *tcpConn) writeLoop() {
 		per = max(1, writeBatch/len(msg))
 	}
 	batch := bytes.Repeat(msg, per)
+	frames := c.t.ws != nil
 	for range c.kick {
 		for {
 			c.mu.Lock()
@@ -175,7 +235,12 @@ func (c *tcpConn) writeLoop() {
 				// the connection.
 				break
 			}
-			if _, err := c.nc.Write(batch[:n*len(msg)]); err != nil {
+			out := batch[:n*len(msg)]
+			if frames {
+				out = c.frames(batch[:0], n)
+				batch = out[:0]
+			}
+			if _, err := c.nc.Write(out); err != nil {
 				c.fail(err)
 				break
 			}
@@ -187,7 +252,7 @@ func (c *tcpConn) writeLoop() {
 // written ends, without an echo expected, the n messages just written:
 // the first n in flight, since those written before are done already.
 func (c *tcpConn) written(n int) {
-	if c.t.w.spec.tcp.echo {
+	if c.t.echo {
 		return
 	}
 	c.mu.Lock()
@@ -213,7 +278,11 @@ func (c *tcpConn) written(n int) {
 func (c *tcpConn) readLoop() {
 	defer c.t.wg.Done()
 	msg := c.t.w.spec.message
-	if !c.t.w.spec.tcp.echo {
+	if c.t.ws != nil {
+		c.wsReadLoop()
+		return
+	}
+	if !c.t.echo {
 		_, err := io.Copy(io.Discard, c.nc)
 		c.fail(err)
 		return
@@ -233,23 +302,33 @@ func (c *tcpConn) readLoop() {
 			// before the writer's Write returns: it is in flight.)
 			c.strayUncounted = true
 			c.mu.Unlock()
-			c.closeLocal(cTCPLost)
+			c.closeLocal(c.t.ids.lost)
 			return
 		}
 		due := c.inflight[0]
 		c.inflight = c.inflight[1:]
 		empty := len(c.inflight) == 0
 		c.mu.Unlock()
-		if !bytes.Equal(buf, msg) {
-			c.t.w.stats.fate(due, now, cTCPMismatch, false)
-			c.closeLocal(cTCPLost)
+		if !c.echoed(due, now, empty, bytes.Equal(buf, msg)) {
 			return
 		}
-		c.t.w.stats.fate(due, now, cTCPReceived, true)
-		if empty {
-			c.t.signalQuiet()
-		}
 	}
+}
+
+// echoed ends the message due at due, just taken off inflight (empty:
+// nothing is left), as echoed (ok) or mismatched, at now; it says whether
+// the connection is still open.
+func (c *tcpConn) echoed(due, now int64, empty, ok bool) bool {
+	if !ok {
+		c.t.w.stats.fate(due, now, c.t.ids.mismatch, false)
+		c.closeLocal(c.t.ids.lost)
+		return false
+	}
+	c.t.w.stats.fate(due, now, c.t.ids.received, true)
+	if empty {
+		c.t.signalQuiet()
+	}
+	return true
 }
 
 // fail ends the connection after a read or write error: unless the engine
@@ -271,9 +350,9 @@ func (c *tcpConn) fail(err error) {
 		c.mu.Unlock()
 		c.nc.Close()
 		if len(lost) > 0 {
-			c.t.w.stats.detail(lost[0], cTCPClosed, 1)
+			c.t.w.stats.detail(lost[0], c.t.ids.closed, 1)
 		}
-		c.end(lost, cTCPLost)
+		c.end(lost, c.t.ids.lost)
 	})
 }
 
@@ -326,7 +405,7 @@ func (t *tcpConns) outstanding() bool {
 // then closes every connection; what is still in flight is
 // tcp_drain_incomplete.
 func (t *tcpConns) drain(abort <-chan struct{}) {
-	timer := time.NewTimer(t.w.spec.tcp.drain)
+	timer := time.NewTimer(t.drainFor)
 	defer timer.Stop()
 	for t.outstanding() {
 		select {
@@ -340,7 +419,7 @@ func (t *tcpConns) drain(abort <-chan struct{}) {
 	for _, c := range t.conns {
 		close(c.kick)
 		if c.nc != nil {
-			c.closeLocal(cTCPDrainIncomplete)
+			c.closeLocal(t.ids.drainIncomplete)
 		}
 	}
 	t.wg.Wait()

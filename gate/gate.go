@@ -307,7 +307,11 @@ A target passes when ALL of these hold:
     tcp_deferred, tcp_unavailable, tcp_echo_mismatch, tcp_inflight_lost,
     tcp_drain_incomplete, tcp_connect_failures, tcp_connection_closed; of
     a udp:// target udp_lost, udp_send_errors, udp_deferred,
-    udp_unavailable, udp_unexpected; of a grpc unary target grpc_error
+    udp_unavailable, udp_unexpected; of a websocket target
+    stream_deferred, stream_unavailable, stream_unexpected_message,
+    stream_inflight_lost, stream_drain_incomplete, stream_open_failures,
+    stream_upgrade_rejected, stream_early_close, stream_protocol_errors;
+    of a grpc unary target grpc_error
     and every grpc_status.<code> but grpc_status.0 (1..16, missing)
     (listed by class and node, never added across classes);
   - every node's http_2xx lies within --floor-pct and 200 - --floor-pct
@@ -322,8 +326,10 @@ A target passes when ALL of these hold:
     (less its gaps' counts). A TCP target's classes are tcp_messages_sent
     + tcp_deferred + tcp_unavailable, a UDP target's
     udp_datagrams_received + udp_lost + udp_send_errors + udp_deferred +
-    udp_unavailable; their http_2xx (in these lines) is the messages that
-    succeeded: echoed (or, without an echo, written) or, for UDP, echoed.
+    udp_unavailable, a websocket target's stream_messages_sent +
+    stream_deferred + stream_unavailable; their http_2xx (in these lines)
+    is the messages that succeeded: echoed (or, for TCP without an echo,
+    written).
     A gRPC target's (one with a grpc_status counter) are every
     grpc_status.<code> + pool_connection_failure + pool_failure_timeout +
     pool_overflow + http_inflight_lost + late_dropped: each call with a

@@ -110,9 +110,10 @@ func TestHelp(t *testing.T) {
 			t.Errorf("--help lacks %q", want)
 		}
 	}
-	// Every failure counter of the TCP and UDP modes is named.
-	for _, name := range append(append([]string(nil), record.Outcomes...), append(record.TCPDetails, record.UDPDetails...)...) {
-		if record.InZeroFailureSet(name) && (strings.Contains(name, "tcp_") || strings.Contains(name, "udp_")) && !strings.Contains(help, short(name)) {
+	// Every failure counter of the TCP, UDP and WebSocket modes is named.
+	all := append(append([]string(nil), record.Outcomes...), append(record.TCPDetails, record.UDPDetails...)...)
+	for _, name := range append(all, record.StreamDetails...) {
+		if record.InZeroFailureSet(name) && (strings.Contains(name, "tcp_") || strings.Contains(name, "udp_") || strings.Contains(name, "stream_")) && !strings.Contains(help, short(name)) {
 			t.Errorf("--help does not list %s of the zero-failure set", short(name))
 		}
 	}

@@ -12,7 +12,9 @@ import (
 // class (stream_resets_*, pool_failure_*), or a connection's protocol
 // error (bytes no request asked for); of a TCP execution every tcp_*
 // counter but messages sent and received and connections opened, of a UDP
-// one every udp_* counter but datagrams sent and received; of a gRPC one
+// one every udp_* counter but datagrams sent and received; of a WebSocket
+// one every stream_* counter but messages sent and received and
+// streams_opened; of a gRPC one
 // grpc_error and every grpc_status.<code> but 0.
 func InZeroFailureSet(name string) bool {
 	switch name {
@@ -25,6 +27,9 @@ func InZeroFailureSet(name string) bool {
 	case TCPDeferred, TCPUnavailable, TCPEchoMismatch, TCPInflightLost, TCPDrainIncomplete, TCPConnectFailures, TCPConnectionClosed:
 		return true
 	case UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable, UDPUnexpected:
+		return true
+	case StreamDeferred, StreamUnavailable, StreamUnexpectedMessage, StreamInflightLost, StreamDrainIncomplete,
+		StreamOpenFailures, StreamUpgradeRejected, StreamEarlyClose, StreamProtocolErrors:
 		return true
 	}
 	return strings.HasPrefix(name, StreamResets) || strings.HasPrefix(name, GRPCStatusPrefix) || strings.HasPrefix(name, "benchmark.pool_failure_")

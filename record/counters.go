@@ -102,6 +102,58 @@ const (
 	TCPConnectionClosed = "benchmark.tcp_connection_closed"
 )
 
+// WebSocket echo counters (an execution with websocket settings), the
+// names of the sortie + Nighthawk stack's WebSocket stream client.
+//
+// Conservation of a WebSocket execution: every message due is sent or
+// dropped,
+//
+//	planned = stream_messages_sent + stream_deferred + stream_unavailable (+ late_dropped + unsent)
+//
+// and every message sent has exactly one fate,
+//
+//	stream_messages_sent = stream_messages_received + stream_unexpected_message + stream_inflight_lost + stream_drain_incomplete.
+//
+// streams_opened, stream_open_failures, stream_upgrade_rejected,
+// stream_early_close and stream_protocol_errors count connections, not
+// messages. The older stack's stream_resets is not counted in this mode:
+// here it is the HTTP outcome class, and a reset connection is
+// stream_early_close with its messages stream_inflight_lost.
+const (
+	StreamsOpened      = "benchmark.streams_opened"
+	StreamOpenFailures = "benchmark.stream_open_failures"
+	// StreamUpgradeRejected: the server answered the Upgrade with anything
+	// but a 101 carrying the right Sec-WebSocket-Accept.
+	StreamUpgradeRejected = "benchmark.stream_upgrade_rejected"
+	// StreamMessagesSent: data frames handed to the connection's writer.
+	StreamMessagesSent = "benchmark.stream_messages_sent"
+	// StreamMessagesReceived: messages whose echo came back, byte for byte.
+	StreamMessagesReceived = "benchmark.stream_messages_received"
+	// StreamDeferred: a message due on a connection holding
+	// max_inflight_per_stream unanswered; not sent, never queued.
+	StreamDeferred = "benchmark.stream_deferred"
+	// StreamUnavailable: a message due on a connection that is not open.
+	StreamUnavailable = "benchmark.stream_unavailable"
+	// StreamEarlyClose: the peer closed, reset or sent a Close frame on a
+	// connection before the engine closed it.
+	StreamEarlyClose = "benchmark.stream_early_close"
+	// StreamUnexpectedMessage: an echo that is not the message sent.
+	StreamUnexpectedMessage = "benchmark.stream_unexpected_message"
+	// StreamProtocolErrors: a frame the decoder refused, or a data frame
+	// while nothing was in flight; the connection is closed.
+	StreamProtocolErrors = "benchmark.stream_protocol_errors"
+	// StreamInflightLost: messages sent on a connection that ended.
+	StreamInflightLost = "benchmark.stream_inflight_lost"
+	// StreamDrainIncomplete: messages still unanswered when the drain ended.
+	StreamDrainIncomplete = "benchmark.stream_drain_incomplete"
+)
+
+// StreamDetails are the WebSocket counters that are not outcome classes.
+var StreamDetails = []string{
+	StreamMessagesReceived, StreamUnexpectedMessage, StreamInflightLost, StreamDrainIncomplete,
+	StreamsOpened, StreamOpenFailures, StreamUpgradeRejected, StreamEarlyClose, StreamProtocolErrors,
+}
+
 // UDP echo counters (a udp:// execution), the names of the sortie +
 // Nighthawk stack.
 //
@@ -201,13 +253,15 @@ func OutcomeSum(c map[string]uint64) (uint64, bool) {
 
 // Outcomes lists the outcome classes whose sum is the number of planned
 // requests (principle 1 of the architecture): an HTTP execution's, a TCP
-// execution's and a UDP execution's (each mode counts none of the others').
+// execution's, a UDP execution's and a WebSocket execution's (each mode
+// counts none of the others').
 var Outcomes = []string{
 	HTTP1xx, HTTP2xx, HTTP3xx, HTTP4xx, HTTP5xx,
 	StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow,
 	InflightLost, RequestTimeout, LateDropped,
 	TCPMessagesSent, TCPDeferred, TCPUnavailable,
 	UDPDatagramsReceived, UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable,
+	StreamMessagesSent, StreamDeferred, StreamUnavailable,
 }
 
 // TCPDetails are the TCP counters that are not outcome classes: the fate
@@ -231,6 +285,9 @@ const (
 	// time to its echo.
 	TCPMessageLatency = "benchmark_tcp.message_latency"
 	UDPMessageLatency = "benchmark_udp.message_latency"
+	// StreamMessageLatency: a WebSocket message's, from its due time to
+	// its echo.
+	StreamMessageLatency = "benchmark_stream.message_latency"
 	// LatencyGRPCOK: latency of the gRPC calls that ended with
 	// grpc-status 0, from their due time.
 	LatencyGRPCOK = "benchmark_http_client.latency_grpc_ok"
@@ -240,17 +297,17 @@ const (
 // whichever mode it ran: http_2xx; of a TCP execution the messages sent
 // that were neither mismatched, lost nor left at the drain (with an echo,
 // those echoed; without, those written); of a UDP execution the datagrams
-// echoed. It is what a count floor holds a result to.
+// echoed; of a WebSocket one the messages echoed. It is what a count floor holds a result to.
 func Succeeded(c map[string]uint64) uint64 {
 	tcp := c[TCPMessagesSent]
 	for _, k := range []string{TCPEchoMismatch, TCPInflightLost, TCPDrainIncomplete} {
 		tcp -= min(tcp, c[k])
 	}
-	return c[HTTP2xx] + tcp + c[UDPDatagramsReceived]
+	return c[HTTP2xx] + tcp + c[UDPDatagramsReceived] + c[StreamMessagesReceived]
 }
 
 // succeeding are the outcome classes Succeeded reads.
-var succeeding = map[string]bool{HTTP2xx: true, TCPMessagesSent: true, UDPDatagramsReceived: true}
+var succeeding = map[string]bool{HTTP2xx: true, TCPMessagesSent: true, UDPDatagramsReceived: true, StreamMessagesSent: true}
 
 // Succeeding says an outcome class counts successes (see Succeeded).
 func Succeeding(class string) bool { return succeeding[class] }

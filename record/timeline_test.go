@@ -156,7 +156,7 @@ func TestCheckSamples(t *testing.T) {
 		t.Fatalf("samples that add up: %v", err)
 	}
 	if got, want := FailureClasses, []string{HTTP4xx, HTTP5xx, StreamResets, PoolConnectionFailure, PoolFailureTimeout, PoolOverflow, InflightLost, RequestTimeout, LateDropped,
-		TCPDeferred, TCPUnavailable, UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable,
+		TCPDeferred, TCPUnavailable, UDPLost, UDPSendErrors, UDPDeferred, UDPUnavailable, StreamDeferred, StreamUnavailable,
 		GRPCStatusPrefix + "1", GRPCStatusPrefix + "2", GRPCStatusPrefix + "3", GRPCStatusPrefix + "4", GRPCStatusPrefix + "5",
 		GRPCStatusPrefix + "6", GRPCStatusPrefix + "7", GRPCStatusPrefix + "8", GRPCStatusPrefix + "9", GRPCStatusPrefix + "10",
 		GRPCStatusPrefix + "11", GRPCStatusPrefix + "12", GRPCStatusPrefix + "13", GRPCStatusPrefix + "14", GRPCStatusPrefix + "15",

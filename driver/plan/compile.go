@@ -187,6 +187,12 @@ func (s *Scenario) request(t Target, stageName string, ex Execution, workerRate 
 		req.Tcp = &enginev1.TCP{Connections: t.Connections, MaxInflightPerConnection: t.MaxInflightPerConnection,
 			ExpectEcho: &echo, DrainDuration: durationpb.New(t.DrainDuration)}
 	}
+	if w := s.WebSocket; w != nil {
+		// Streams are per backend and split evenly over the workers (the
+		// plan checks they divide); the engine takes them per worker.
+		req.Websocket = &enginev1.WebSocket{Streams: w.Streams / max(1, s.Concurrency), MaxInflightPerStream: w.MaxInflightPerStream,
+			DrainDuration: durationpb.New(w.DrainDuration), Binary: w.Binary}
+	}
 	if u := s.UDP; u != nil {
 		req.Udp = &enginev1.UDP{MaxInflight: u.MaxInflight, Timeout: durationpb.New(u.Timeout)}
 	}

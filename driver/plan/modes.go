@@ -320,7 +320,7 @@ func withPath(at loc, path string) loc {
 }
 
 // Undriven says which scenarios of the plan this driver's engine cannot
-// drive yet (grpc bidi-stream, websocket, protocol http3), each at its place in the
+// drive yet (grpc bidi-stream, protocol http3), each at its place in the
 // file; nil when every scenario can run. validate and compile accept such a
 // plan, as the schema does; a run refuses it before any load.
 func (p *Plan) Undriven() error {
@@ -330,8 +330,6 @@ func (p *Plan) Undriven() error {
 		switch {
 		case s.GRPC != nil && s.GRPC.Mode != GRPCUnary:
 			errs.addMsg(s.pos.grpc, fmt.Sprintf("scenario %s: the grpc block (mode %s) is valid, but this engine drives gRPC unary only", s.Name, s.GRPC.Mode))
-		case s.WebSocket != nil:
-			errs.addMsg(s.pos.websocket, fmt.Sprintf("scenario %s: the websocket block is valid, but this engine does not drive WebSocket yet", s.Name))
 		case s.Protocol == ProtocolHTTP3:
 			errs.addMsg(s.pos.protocol, fmt.Sprintf("scenario %s: protocol http3 is valid, but this engine does not speak HTTP/3 yet", s.Name))
 		}

@@ -209,7 +209,7 @@ type Scenario struct {
 	// 0: the server's SETTINGS_MAX_CONCURRENT_STREAMS alone.
 	MaxConcurrentStreams uint32
 	// GRPC and WebSocket are nil unless the plan sets them; a run refuses
-	// them (Undriven).
+	// grpc bidi-stream (Undriven).
 	GRPC      *GRPC
 	WebSocket *WebSocket
 	// Connections caps each worker's connections.

@@ -164,7 +164,7 @@ var knownCounters = func() map[string]bool {
 	} {
 		m[c] = true
 	}
-	for _, c := range append(append([]string(nil), record.TCPDetails...), record.UDPDetails...) {
+	for _, c := range append(append(append([]string(nil), record.TCPDetails...), record.UDPDetails...), record.StreamDetails...) {
 		m[c] = true
 	}
 	// gRPC unary: grpc_error and grpc_status.0..16 and .missing.

@@ -130,7 +130,7 @@ func (x GRPC_Mode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GRPC_Mode.Descriptor instead.
 func (GRPC_Mode) EnumDescriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{18, 0}
+	return file_engine_proto_rawDescGZIP(), []int{19, 0}
 }
 
 // Header is one request header.
@@ -478,7 +478,12 @@ type ExecuteRequest struct {
 	// UDP echo load, selected by a udp:// url; method, headers, connections
 	// and max_pending_requests do not apply. Unset with such a url: every
 	// default.
-	Udp           *UDP `protobuf:"bytes,41,opt,name=udp,proto3" json:"udp,omitempty"`
+	Udp *UDP `protobuf:"bytes,41,opt,name=udp,proto3" json:"udp,omitempty"`
+	// WebSocket echo load over an http:// (or https://) url: each worker
+	// upgrades its connections with an HTTP/1.1 GET and sends the body as
+	// one data frame per message. protocol must be HTTP1; method,
+	// connections and max_pending_requests do not apply. Unset: plain HTTP.
+	Websocket     *WebSocket `protobuf:"bytes,50,opt,name=websocket,proto3" json:"websocket,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -716,6 +721,13 @@ func (x *ExecuteRequest) GetUdp() *UDP {
 	return nil
 }
 
+func (x *ExecuteRequest) GetWebsocket() *WebSocket {
+	if x != nil {
+		return x.Websocket
+	}
+	return nil
+}
+
 // TCP tunes a tcp:// or tcps:// execution. Each worker opens its
 // connections before its first message is due and writes the body, as is,
 // on them round-robin at its share of the rate; with expect_echo it times
@@ -799,6 +811,88 @@ func (x *TCP) GetDrainDuration() *durationpb.Duration {
 	return nil
 }
 
+// WebSocket tunes a WebSocket echo execution. Each worker opens its
+// connections before the first message is due, sends each message due on
+// the next one round-robin (masked, as a client must), and times it
+// against its echo, matched in order on that connection
+// (benchmark_stream.message_latency, from the message's due time).
+// Counters: benchmark.stream_* and benchmark.streams_opened.
+type WebSocket struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Connections per worker; 0 means 1.
+	Streams uint32 `protobuf:"varint,1,opt,name=streams,proto3" json:"streams,omitempty"`
+	// Unanswered messages a connection may hold; a message due on a
+	// connection at this limit is not sent but counted in
+	// benchmark.stream_deferred. 0 means 256.
+	MaxInflightPerStream uint32 `protobuf:"varint,2,opt,name=max_inflight_per_stream,json=maxInflightPerStream,proto3" json:"max_inflight_per_stream,omitempty"`
+	// How long the worker waits for outstanding echoes once its last
+	// message was due; what is still unanswered then is counted in
+	// benchmark.stream_drain_incomplete. 0 means 500 ms.
+	DrainDuration *durationpb.Duration `protobuf:"bytes,3,opt,name=drain_duration,json=drainDuration,proto3" json:"drain_duration,omitempty"`
+	// Binary frames instead of text frames.
+	Binary        bool `protobuf:"varint,4,opt,name=binary,proto3" json:"binary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WebSocket) Reset() {
+	*x = WebSocket{}
+	mi := &file_engine_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebSocket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebSocket) ProtoMessage() {}
+
+func (x *WebSocket) ProtoReflect() protoreflect.Message {
+	mi := &file_engine_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebSocket.ProtoReflect.Descriptor instead.
+func (*WebSocket) Descriptor() ([]byte, []int) {
+	return file_engine_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WebSocket) GetStreams() uint32 {
+	if x != nil {
+		return x.Streams
+	}
+	return 0
+}
+
+func (x *WebSocket) GetMaxInflightPerStream() uint32 {
+	if x != nil {
+		return x.MaxInflightPerStream
+	}
+	return 0
+}
+
+func (x *WebSocket) GetDrainDuration() *durationpb.Duration {
+	if x != nil {
+		return x.DrainDuration
+	}
+	return nil
+}
+
+func (x *WebSocket) GetBinary() bool {
+	if x != nil {
+		return x.Binary
+	}
+	return false
+}
+
 // UDP tunes a udp:// execution. Each worker sends the body as one datagram
 // per message, prefixed with its 16 hex digit sequence number, on one
 // socket, and times it against the datagram that comes back with that
@@ -818,7 +912,7 @@ type UDP struct {
 
 func (x *UDP) Reset() {
 	*x = UDP{}
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +924,7 @@ func (x *UDP) String() string {
 func (*UDP) ProtoMessage() {}
 
 func (x *UDP) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[5]
+	mi := &file_engine_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +937,7 @@ func (x *UDP) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UDP.ProtoReflect.Descriptor instead.
 func (*UDP) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{5}
+	return file_engine_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UDP) GetMaxInflight() uint32 {
@@ -886,7 +980,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +992,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[6]
+	mi := &file_engine_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1005,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{6}
+	return file_engine_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AttachRequest) GetExecutionId() string {
@@ -964,7 +1058,7 @@ type ExecuteEvent struct {
 
 func (x *ExecuteEvent) Reset() {
 	*x = ExecuteEvent{}
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1070,7 @@ func (x *ExecuteEvent) String() string {
 func (*ExecuteEvent) ProtoMessage() {}
 
 func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[7]
+	mi := &file_engine_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1083,7 @@ func (x *ExecuteEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteEvent.ProtoReflect.Descriptor instead.
 func (*ExecuteEvent) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{7}
+	return file_engine_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExecuteEvent) GetEvent() isExecuteEvent_Event {
@@ -1071,7 +1165,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1177,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[8]
+	mi := &file_engine_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1190,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{8}
+	return file_engine_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Started) GetExecutionId() string {
@@ -1189,7 +1283,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1295,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[9]
+	mi := &file_engine_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1308,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{9}
+	return file_engine_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Progress) GetElapsed() *durationpb.Duration {
@@ -1337,7 +1431,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1443,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[10]
+	mi := &file_engine_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1456,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{10}
+	return file_engine_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Bucket) GetIndex() uint32 {
@@ -1476,7 +1570,7 @@ type FailureSample struct {
 
 func (x *FailureSample) Reset() {
 	*x = FailureSample{}
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1582,7 @@ func (x *FailureSample) String() string {
 func (*FailureSample) ProtoMessage() {}
 
 func (x *FailureSample) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[11]
+	mi := &file_engine_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1595,7 @@ func (x *FailureSample) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailureSample.ProtoReflect.Descriptor instead.
 func (*FailureSample) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{11}
+	return file_engine_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FailureSample) GetBucket() uint32 {
@@ -1603,7 +1697,7 @@ type Statistic struct {
 
 func (x *Statistic) Reset() {
 	*x = Statistic{}
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1709,7 @@ func (x *Statistic) String() string {
 func (*Statistic) ProtoMessage() {}
 
 func (x *Statistic) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[12]
+	mi := &file_engine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1722,7 @@ func (x *Statistic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Statistic.ProtoReflect.Descriptor instead.
 func (*Statistic) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{12}
+	return file_engine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Statistic) GetId() string {
@@ -1735,7 +1829,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1841,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[13]
+	mi := &file_engine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1854,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{13}
+	return file_engine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Result) GetExecutionId() string {
@@ -1835,7 +1929,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1847,7 +1941,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[14]
+	mi := &file_engine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1860,7 +1954,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{14}
+	return file_engine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelRequest) GetExecutionId() string {
@@ -1880,7 +1974,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_engine_proto_msgTypes[15]
+	mi := &file_engine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +1986,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[15]
+	mi := &file_engine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +1999,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{15}
+	return file_engine_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelResponse) GetFound() bool {
@@ -1923,7 +2017,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_engine_proto_msgTypes[16]
+	mi := &file_engine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1935,7 +2029,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[16]
+	mi := &file_engine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1948,7 +2042,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{16}
+	return file_engine_proto_rawDescGZIP(), []int{17}
 }
 
 // InfoResponse describes the engine: what it is, what it runs now, and the
@@ -1986,7 +2080,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_engine_proto_msgTypes[17]
+	mi := &file_engine_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2092,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[17]
+	mi := &file_engine_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2105,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{17}
+	return file_engine_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *InfoResponse) GetVersion() string {
@@ -2108,7 +2202,7 @@ type GRPC struct {
 
 func (x *GRPC) Reset() {
 	*x = GRPC{}
-	mi := &file_engine_proto_msgTypes[18]
+	mi := &file_engine_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2214,7 @@ func (x *GRPC) String() string {
 func (*GRPC) ProtoMessage() {}
 
 func (x *GRPC) ProtoReflect() protoreflect.Message {
-	mi := &file_engine_proto_msgTypes[18]
+	mi := &file_engine_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2227,7 @@ func (x *GRPC) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GRPC.ProtoReflect.Descriptor instead.
 func (*GRPC) Descriptor() ([]byte, []int) {
-	return file_engine_proto_rawDescGZIP(), []int{18}
+	return file_engine_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GRPC) GetMode() GRPC_Mode {
@@ -2164,7 +2258,8 @@ const file_engine_proto_rawDesc = "" +
 	"\bscenario\x18\x03 \x01(\tR\bscenario\x12\x16\n" +
 	"\x06target\x18\x04 \x01(\tR\x06target\x12@\n" +
 	"\x0eflush_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\rflushInterval\x12\x18\n" +
-	"\abackend\x18\x06 \x01(\tR\abackend\"\xf6\t\n" +
+	"\abackend\x18\x06 \x01(\tR\abackend\"\xb1\n" +
+	"\n" +
 	"\x0eExecuteRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x14\n" +
 	"\x05label\x18\x02 \x01(\tR\x05label\x12\x10\n" +
@@ -2196,14 +2291,20 @@ const file_engine_proto_rawDesc = "" +
 	"\x16max_concurrent_streams\x18\x1f \x01(\rR\x14maxConcurrentStreams\x12*\n" +
 	"\x04grpc\x18  \x01(\v2\x16.sortie.engine.v1.GRPCR\x04grpc\x12'\n" +
 	"\x03tcp\x18( \x01(\v2\x15.sortie.engine.v1.TCPR\x03tcp\x12'\n" +
-	"\x03udp\x18) \x01(\v2\x15.sortie.engine.v1.UDPR\x03udp\"\xde\x01\n" +
+	"\x03udp\x18) \x01(\v2\x15.sortie.engine.v1.UDPR\x03udp\x129\n" +
+	"\twebsocket\x182 \x01(\v2\x1b.sortie.engine.v1.WebSocketR\twebsocket\"\xde\x01\n" +
 	"\x03TCP\x12 \n" +
 	"\vconnections\x18\x01 \x01(\rR\vconnections\x12=\n" +
 	"\x1bmax_inflight_per_connection\x18\x02 \x01(\rR\x18maxInflightPerConnection\x12$\n" +
 	"\vexpect_echo\x18\x03 \x01(\bH\x00R\n" +
 	"expectEcho\x88\x01\x01\x12@\n" +
 	"\x0edrain_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\rdrainDurationB\x0e\n" +
-	"\f_expect_echo\"]\n" +
+	"\f_expect_echo\"\xb6\x01\n" +
+	"\tWebSocket\x12\x18\n" +
+	"\astreams\x18\x01 \x01(\rR\astreams\x125\n" +
+	"\x17max_inflight_per_stream\x18\x02 \x01(\rR\x14maxInflightPerStream\x12@\n" +
+	"\x0edrain_duration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\rdrainDuration\x12\x16\n" +
+	"\x06binary\x18\x04 \x01(\bR\x06binary\"]\n" +
 	"\x03UDP\x12!\n" +
 	"\fmax_inflight\x18\x01 \x01(\rR\vmaxInflight\x123\n" +
 	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xd3\x01\n" +
@@ -2353,7 +2454,7 @@ func file_engine_proto_rawDescGZIP() []byte {
 }
 
 var file_engine_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_engine_proto_goTypes = []any{
 	(Protocol)(0),                 // 0: sortie.engine.v1.Protocol
 	(GRPC_Mode)(0),                // 1: sortie.engine.v1.GRPC.Mode
@@ -2362,75 +2463,78 @@ var file_engine_proto_goTypes = []any{
 	(*Stats)(nil),                 // 4: sortie.engine.v1.Stats
 	(*ExecuteRequest)(nil),        // 5: sortie.engine.v1.ExecuteRequest
 	(*TCP)(nil),                   // 6: sortie.engine.v1.TCP
-	(*UDP)(nil),                   // 7: sortie.engine.v1.UDP
-	(*AttachRequest)(nil),         // 8: sortie.engine.v1.AttachRequest
-	(*ExecuteEvent)(nil),          // 9: sortie.engine.v1.ExecuteEvent
-	(*Started)(nil),               // 10: sortie.engine.v1.Started
-	(*Progress)(nil),              // 11: sortie.engine.v1.Progress
-	(*Bucket)(nil),                // 12: sortie.engine.v1.Bucket
-	(*FailureSample)(nil),         // 13: sortie.engine.v1.FailureSample
-	(*Statistic)(nil),             // 14: sortie.engine.v1.Statistic
-	(*Result)(nil),                // 15: sortie.engine.v1.Result
-	(*CancelRequest)(nil),         // 16: sortie.engine.v1.CancelRequest
-	(*CancelResponse)(nil),        // 17: sortie.engine.v1.CancelResponse
-	(*InfoRequest)(nil),           // 18: sortie.engine.v1.InfoRequest
-	(*InfoResponse)(nil),          // 19: sortie.engine.v1.InfoResponse
-	(*GRPC)(nil),                  // 20: sortie.engine.v1.GRPC
-	nil,                           // 21: sortie.engine.v1.Progress.CountersEntry
-	nil,                           // 22: sortie.engine.v1.Bucket.CountersEntry
-	nil,                           // 23: sortie.engine.v1.Result.CountersEntry
-	(*durationpb.Duration)(nil),   // 24: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
+	(*WebSocket)(nil),             // 7: sortie.engine.v1.WebSocket
+	(*UDP)(nil),                   // 8: sortie.engine.v1.UDP
+	(*AttachRequest)(nil),         // 9: sortie.engine.v1.AttachRequest
+	(*ExecuteEvent)(nil),          // 10: sortie.engine.v1.ExecuteEvent
+	(*Started)(nil),               // 11: sortie.engine.v1.Started
+	(*Progress)(nil),              // 12: sortie.engine.v1.Progress
+	(*Bucket)(nil),                // 13: sortie.engine.v1.Bucket
+	(*FailureSample)(nil),         // 14: sortie.engine.v1.FailureSample
+	(*Statistic)(nil),             // 15: sortie.engine.v1.Statistic
+	(*Result)(nil),                // 16: sortie.engine.v1.Result
+	(*CancelRequest)(nil),         // 17: sortie.engine.v1.CancelRequest
+	(*CancelResponse)(nil),        // 18: sortie.engine.v1.CancelResponse
+	(*InfoRequest)(nil),           // 19: sortie.engine.v1.InfoRequest
+	(*InfoResponse)(nil),          // 20: sortie.engine.v1.InfoResponse
+	(*GRPC)(nil),                  // 21: sortie.engine.v1.GRPC
+	nil,                           // 22: sortie.engine.v1.Progress.CountersEntry
+	nil,                           // 23: sortie.engine.v1.Bucket.CountersEntry
+	nil,                           // 24: sortie.engine.v1.Result.CountersEntry
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
 }
 var file_engine_proto_depIdxs = []int32{
-	24, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
+	25, // 0: sortie.engine.v1.Stats.flush_interval:type_name -> google.protobuf.Duration
 	2,  // 1: sortie.engine.v1.ExecuteRequest.headers:type_name -> sortie.engine.v1.Header
-	24, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
-	24, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
-	25, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
-	24, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
+	25, // 2: sortie.engine.v1.ExecuteRequest.duration:type_name -> google.protobuf.Duration
+	25, // 3: sortie.engine.v1.ExecuteRequest.ramp:type_name -> google.protobuf.Duration
+	26, // 4: sortie.engine.v1.ExecuteRequest.start_time:type_name -> google.protobuf.Timestamp
+	25, // 5: sortie.engine.v1.ExecuteRequest.timeout:type_name -> google.protobuf.Duration
 	3,  // 6: sortie.engine.v1.ExecuteRequest.tls:type_name -> sortie.engine.v1.TLS
-	24, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
+	25, // 7: sortie.engine.v1.ExecuteRequest.progress_interval:type_name -> google.protobuf.Duration
 	4,  // 8: sortie.engine.v1.ExecuteRequest.stats:type_name -> sortie.engine.v1.Stats
-	24, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
-	24, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
-	24, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
-	24, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
+	25, // 9: sortie.engine.v1.ExecuteRequest.bucket_width:type_name -> google.protobuf.Duration
+	25, // 10: sortie.engine.v1.ExecuteRequest.start_offset:type_name -> google.protobuf.Duration
+	25, // 11: sortie.engine.v1.ExecuteRequest.request_timeout:type_name -> google.protobuf.Duration
+	25, // 12: sortie.engine.v1.ExecuteRequest.max_lateness:type_name -> google.protobuf.Duration
 	0,  // 13: sortie.engine.v1.ExecuteRequest.protocol:type_name -> sortie.engine.v1.Protocol
-	20, // 14: sortie.engine.v1.ExecuteRequest.grpc:type_name -> sortie.engine.v1.GRPC
+	21, // 14: sortie.engine.v1.ExecuteRequest.grpc:type_name -> sortie.engine.v1.GRPC
 	6,  // 15: sortie.engine.v1.ExecuteRequest.tcp:type_name -> sortie.engine.v1.TCP
-	7,  // 16: sortie.engine.v1.ExecuteRequest.udp:type_name -> sortie.engine.v1.UDP
-	24, // 17: sortie.engine.v1.TCP.drain_duration:type_name -> google.protobuf.Duration
-	24, // 18: sortie.engine.v1.UDP.timeout:type_name -> google.protobuf.Duration
-	24, // 19: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
-	10, // 20: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
-	11, // 21: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
-	15, // 22: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
-	25, // 23: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
-	24, // 24: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
-	24, // 25: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
-	21, // 26: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
-	12, // 27: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
-	13, // 28: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
-	22, // 29: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
-	23, // 30: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
-	14, // 31: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
-	25, // 32: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
-	24, // 33: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
-	1,  // 34: sortie.engine.v1.GRPC.mode:type_name -> sortie.engine.v1.GRPC.Mode
-	5,  // 35: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
-	16, // 36: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
-	18, // 37: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
-	8,  // 38: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
-	9,  // 39: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
-	17, // 40: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
-	19, // 41: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
-	9,  // 42: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
-	39, // [39:43] is the sub-list for method output_type
-	35, // [35:39] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	8,  // 16: sortie.engine.v1.ExecuteRequest.udp:type_name -> sortie.engine.v1.UDP
+	7,  // 17: sortie.engine.v1.ExecuteRequest.websocket:type_name -> sortie.engine.v1.WebSocket
+	25, // 18: sortie.engine.v1.TCP.drain_duration:type_name -> google.protobuf.Duration
+	25, // 19: sortie.engine.v1.WebSocket.drain_duration:type_name -> google.protobuf.Duration
+	25, // 20: sortie.engine.v1.UDP.timeout:type_name -> google.protobuf.Duration
+	25, // 21: sortie.engine.v1.AttachRequest.progress_interval:type_name -> google.protobuf.Duration
+	11, // 22: sortie.engine.v1.ExecuteEvent.started:type_name -> sortie.engine.v1.Started
+	12, // 23: sortie.engine.v1.ExecuteEvent.progress:type_name -> sortie.engine.v1.Progress
+	16, // 24: sortie.engine.v1.ExecuteEvent.result:type_name -> sortie.engine.v1.Result
+	26, // 25: sortie.engine.v1.Started.start_time:type_name -> google.protobuf.Timestamp
+	25, // 26: sortie.engine.v1.Started.bucket_width:type_name -> google.protobuf.Duration
+	25, // 27: sortie.engine.v1.Progress.elapsed:type_name -> google.protobuf.Duration
+	22, // 28: sortie.engine.v1.Progress.counters:type_name -> sortie.engine.v1.Progress.CountersEntry
+	13, // 29: sortie.engine.v1.Progress.buckets:type_name -> sortie.engine.v1.Bucket
+	14, // 30: sortie.engine.v1.Progress.failure_samples:type_name -> sortie.engine.v1.FailureSample
+	23, // 31: sortie.engine.v1.Bucket.counters:type_name -> sortie.engine.v1.Bucket.CountersEntry
+	24, // 32: sortie.engine.v1.Result.counters:type_name -> sortie.engine.v1.Result.CountersEntry
+	15, // 33: sortie.engine.v1.Result.statistics:type_name -> sortie.engine.v1.Statistic
+	26, // 34: sortie.engine.v1.Result.started_at:type_name -> google.protobuf.Timestamp
+	25, // 35: sortie.engine.v1.Result.elapsed:type_name -> google.protobuf.Duration
+	1,  // 36: sortie.engine.v1.GRPC.mode:type_name -> sortie.engine.v1.GRPC.Mode
+	5,  // 37: sortie.engine.v1.Engine.Execute:input_type -> sortie.engine.v1.ExecuteRequest
+	17, // 38: sortie.engine.v1.Engine.Cancel:input_type -> sortie.engine.v1.CancelRequest
+	19, // 39: sortie.engine.v1.Engine.Info:input_type -> sortie.engine.v1.InfoRequest
+	9,  // 40: sortie.engine.v1.Engine.Attach:input_type -> sortie.engine.v1.AttachRequest
+	10, // 41: sortie.engine.v1.Engine.Execute:output_type -> sortie.engine.v1.ExecuteEvent
+	18, // 42: sortie.engine.v1.Engine.Cancel:output_type -> sortie.engine.v1.CancelResponse
+	20, // 43: sortie.engine.v1.Engine.Info:output_type -> sortie.engine.v1.InfoResponse
+	10, // 44: sortie.engine.v1.Engine.Attach:output_type -> sortie.engine.v1.ExecuteEvent
+	41, // [41:45] is the sub-list for method output_type
+	37, // [37:41] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_engine_proto_init() }
@@ -2439,7 +2543,7 @@ func file_engine_proto_init() {
 		return
 	}
 	file_engine_proto_msgTypes[4].OneofWrappers = []any{}
-	file_engine_proto_msgTypes[7].OneofWrappers = []any{
+	file_engine_proto_msgTypes[8].OneofWrappers = []any{
 		(*ExecuteEvent_Started)(nil),
 		(*ExecuteEvent_Progress)(nil),
 		(*ExecuteEvent_Result)(nil),
@@ -2450,7 +2554,7 @@ func file_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_engine_proto_rawDesc), len(file_engine_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
