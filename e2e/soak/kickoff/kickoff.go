@@ -665,7 +665,8 @@ func (k *kickoff) launch(ctx context.Context) error {
 	if res.res.Saved || res.res.StreamSaved {
 		k.step("grading %s with the gate", k.dir)
 		// The HTML report goes beside the files it was drawn from.
-		gerr := gate.Run(ctx, []string{"--dir", k.dir, "--per-node", "--backends", strconv.Itoa(k.backends), "--html", filepath.Join(k.dir, htmlReport)}, k.stdout, k.stderr)
+		gerr := gate.Run(ctx, []string{"--dir", k.dir, "--per-node", "--backends", strconv.Itoa(k.backends),
+			"--settle", rollSettle.String(), "--html", filepath.Join(k.dir, htmlReport)}, k.stdout, k.stderr)
 		gateCode = cli.Code(gerr)
 	}
 	pass := gateCode == cli.ExitOK && wres.Verdict == watchdog.Pass && res.res.Saved &&
@@ -1013,6 +1014,14 @@ func (l *lastLine) get() string {
 	defer l.mu.Unlock()
 	return l.line
 }
+
+// rollSettle is the gate's settle after a roll's end in `soak run`. A
+// roll ends when its rollout is complete, and the last old pod gets its
+// SIGTERM only after its preStop sleep, which the churn pre-flight holds
+// at --min-prestop-sleep or more: a proxy that does not drain fails then.
+// The window must outlast that sleep by the gate's own settle, or such a
+// failure lands just past it, unattributed.
+var rollSettle = churn.DefaultOptions().MinPreStopSleep + gate.DefaultSettle
 
 // readLines splits text into its non-empty lines.
 func readLines(s string) []string {

@@ -336,7 +336,9 @@ Steps, in this order, each printed as one STEP line:
      --sample-age; its new-serviceaccount steps run the release's engine
      image as "sortie-engine oneshot" against the --targets)
  12. wait for the saver's verdict (the Job's end), the watchdog's SUMMARY
-     and the churn's end; then grade the saved run with the gate
+     and the churn's end; then grade the saved run with the gate, a
+     roll's window settling 20 s past its end (the churn's least preStop
+     sleep, 10 s, before an old pod's SIGTERM, and the gate's 10 s)
 The kickoff holds the saver, the watchdog and the churn driver: they run in
 this process and it exits only when all three have ended. Stopped early
 (Ctrl-C, SIGTERM), the watchdog prints its summary, the churn restores what
