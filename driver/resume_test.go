@@ -16,6 +16,20 @@ import (
 	"github.com/sortie-soak/sortie/record"
 )
 
+// detachAfter runs `sortie run` in dir as runIn does, sends it SIGTERM
+// once the target served n requests (the driver detaches: the engines run
+// on), and returns what that first driver left.
+func detachAfter(t *testing.T, dir, planPath string, tg *target, n int64) result {
+	t.Helper()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	done := make(chan result, 1)
+	go func() { done <- runIn(t, ctx, dir, planPath) }()
+	waitServed(t, tg, n, 60*time.Second)
+	cancel(&cli.SignalError{Signal: syscall.SIGTERM})
+	return <-done
+}
+
 // runIn runs `sortie run` in this process with its files in dir, as
 // runDriver does, so that a second driver can go on with the first's run.
 func runIn(t *testing.T, ctx context.Context, dir, planPath string, extra ...string) result {
@@ -125,12 +139,7 @@ func TestIntegrationDriverTermDetaches(t *testing.T) {
 	b := startEngine(t, "node-b", 0)
 	planPath := writePlan(t, killPlan, planData{Backends: []string{a, b}, URL: tg.URL, Duration: "6s"})
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan result, 1)
-	go func() { done <- runIn(t, ctx, dir, planPath) }()
-	waitServed(t, tg, 2*40, 60*time.Second)
-	cancel(&cli.SignalError{Signal: syscall.SIGTERM})
-	first := <-done
+	first := detachAfter(t, dir, planPath, tg, 2*40)
 	if first.code != cli.ExitTerminated || first.report != nil || !strings.Contains(first.stderr, "DETACHED run ") {
 		t.Fatalf("SIGTERM: exit %d, report %v; want 143, no report, a DETACHED line", first.code, first.report)
 	}
@@ -156,12 +165,8 @@ func TestIntegrationCancelDetached(t *testing.T) {
 	a := startEngine(t, "node-a", 0)
 	planPath := writePlan(t, killPlan, planData{Backends: []string{a}, URL: tg.URL, Duration: "60s"})
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan result, 1)
-	go func() { done <- runIn(t, ctx, dir, planPath) }()
-	waitServed(t, tg, 40, 60*time.Second)
-	cancel(&cli.SignalError{Signal: syscall.SIGTERM})
-	if first := <-done; first.code != cli.ExitTerminated {
+	first := detachAfter(t, dir, planPath, tg, 40)
+	if first.code != cli.ExitTerminated {
 		t.Fatalf("SIGTERM: exit %d, want 143", first.code)
 	}
 	var stdout, stderr bytes.Buffer
@@ -195,14 +200,10 @@ func TestIntegrationResumeAfterRetention(t *testing.T) {
 	a := startEngineWith(t, engine.Options{BackendName: "node-a", Retention: 50 * time.Millisecond})
 	planPath := writePlan(t, killPlan, planData{Backends: []string{a}, URL: tg.URL, Duration: "6s"})
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan result, 1)
-	go func() { done <- runIn(t, ctx, dir, planPath) }()
 	// Three seconds of load (20 requests a second), a bucket or two on
 	// disk, then detach.
-	waitServed(t, tg, 60, 60*time.Second)
-	cancel(&cli.SignalError{Signal: syscall.SIGTERM})
-	if first := <-done; first.code != cli.ExitTerminated {
+	first := detachAfter(t, dir, planPath, tg, 60)
+	if first.code != cli.ExitTerminated {
 		t.Fatalf("SIGTERM: exit %d, want 143", first.code)
 	}
 	// The executions end and their retention passes.
@@ -268,12 +269,8 @@ func TestIntegrationResumeLongAfterTheEnd(t *testing.T) {
 	b := startEngine(t, "node-b", 0)
 	planPath := writePlan(t, killPlan, planData{Backends: []string{a, b}, URL: tg.URL, Duration: "3s"})
 	dir := t.TempDir()
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan result, 1)
-	go func() { done <- runIn(t, ctx, dir, planPath) }()
-	waitServed(t, tg, 40, 60*time.Second)
-	cancel(&cli.SignalError{Signal: syscall.SIGTERM})
-	if first := <-done; first.code != cli.ExitTerminated {
+	first := detachAfter(t, dir, planPath, tg, 40)
+	if first.code != cli.ExitTerminated {
 		t.Fatalf("SIGTERM: exit %d, want 143", first.code)
 	}
 	// The run ends (2 x 2 x 3 s x 10 requests), then its deadline and
