@@ -269,8 +269,8 @@ func (s *seen) wait(t testing.TB) {
 	}
 }
 
-// rawServer accepts TCP connections on 127.0.0.1:0 and hands each to
-// handle. It counts connections.
+// rawServer accepts connections on its listener (TCP on 127.0.0.1:0
+// unless given) and hands each to handle. It counts connections.
 type rawServer struct {
 	lis   net.Listener
 	conns atomic.Int64
@@ -283,6 +283,12 @@ func newRawServer(t testing.TB, handle func(c net.Conn, n int64)) *rawServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveRaw(t, lis, handle)
+}
+
+// serveRaw serves lis as newRawServer does; the test's end closes it and
+// waits for every handler.
+func serveRaw(t testing.TB, lis net.Listener, handle func(c net.Conn, n int64)) *rawServer {
 	s := &rawServer{lis: lis}
 	s.wg.Add(1)
 	go func() {
@@ -308,7 +314,9 @@ func newRawServer(t testing.TB, handle func(c net.Conn, n int64)) *rawServer {
 	return s
 }
 
-func (s *rawServer) url() string { return "http://" + s.lis.Addr().String() + "/" }
+func (s *rawServer) url() string { return "http://" + s.addr() + "/" }
+
+func (s *rawServer) addr() string { return s.lis.Addr().String() }
 
 // answerOnce is a rawServer handler that reads one request, writes resp
 // and closes the connection.

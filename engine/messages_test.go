@@ -182,32 +182,18 @@ func TestTCPFaults(t *testing.T) {
 	})
 	t.Run("mismatch", func(t *testing.T) {
 		t.Parallel()
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lis.Close() })
-		go func() {
+		srv := newRawServer(t, func(nc net.Conn, _ int64) {
+			buf := make([]byte, 5)
 			for {
-				nc, err := lis.Accept()
-				if err != nil {
+				if _, err := nc.Read(buf); err != nil {
 					return
 				}
-				go func() {
-					defer nc.Close()
-					buf := make([]byte, 5)
-					for {
-						if _, err := nc.Read(buf); err != nil {
-							return
-						}
-						if _, err := nc.Write([]byte("PONG\n")); err != nil {
-							return
-						}
-					}
-				}()
+				if _, err := nc.Write([]byte("PONG\n")); err != nil {
+					return
+				}
 			}
-		}()
-		c := checkMessages(t, te.execute(t, tcpReq("tcp-mismatch", lis.Addr().String(), 1, 1, 1)), true)
+		})
+		c := checkMessages(t, te.execute(t, tcpReq("tcp-mismatch", srv.addr(), 1, 1, 1)), true)
 		// One connection, one message at a time: the first echo is wrong,
 		// the engine closes the connection, the rest are unavailable.
 		wantCounters(t, &enginev1.Result{Counters: c}, map[string]uint64{
@@ -333,19 +319,7 @@ func TestTCPSEcho(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { lis.Close() })
-	go func() {
-		for {
-			nc, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer nc.Close()
-				_, _ = io.Copy(nc, nc)
-			}()
-		}
-	}()
+	serveRaw(t, lis, func(nc net.Conn, _ int64) { _, _ = io.Copy(nc, nc) })
 	read := func(name string) []byte {
 		b, err := os.ReadFile(d.file(name))
 		if err != nil {
