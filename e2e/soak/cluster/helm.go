@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	helmchart "helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
@@ -73,12 +74,22 @@ func NewHelmWith(config func(namespace string) (*action.Configuration, error)) H
 	return &actionHelm{config: config}
 }
 
-func (h *actionHelm) Install(ctx context.Context, release, namespace string, values map[string]any) error {
+// load is what an install and an upgrade start from: the action
+// configuration of namespace and the chart.
+func (h *actionHelm) load(namespace string) (*action.Configuration, *helmchart.Chart, error) {
 	cfg, err := h.config(namespace)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	c, err := chart.Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, c, nil
+}
+
+func (h *actionHelm) Install(ctx context.Context, release, namespace string, values map[string]any) error {
+	cfg, c, err := h.load(namespace)
 	if err != nil {
 		return err
 	}
@@ -96,11 +107,7 @@ func (h *actionHelm) Install(ctx context.Context, release, namespace string, val
 }
 
 func (h *actionHelm) Upgrade(ctx context.Context, release, namespace string, values map[string]any) error {
-	cfg, err := h.config(namespace)
-	if err != nil {
-		return err
-	}
-	c, err := chart.Load()
+	cfg, c, err := h.load(namespace)
 	if err != nil {
 		return err
 	}
