@@ -159,17 +159,8 @@ func (w *worker) dispatchH2(due int64) bool {
 			go w.h2Request(due)
 			return true
 		}
-		if s.openLoop {
-			w.mu.Unlock()
-			w.stats.fail(failSample{due: due, at: w.now(), class: uint8(cOverflow), reason: noDetail, phase: noDetail})
-			return true
-		}
-		w.roomWaiting = true
-		w.mu.Unlock()
-		select {
-		case <-w.room:
-		case <-w.ctx.Done():
-			return false
+		if ended, ok := w.noRoom(due); ended {
+			return ok
 		}
 	}
 }

@@ -291,18 +291,30 @@ func (w *worker) dispatch(due int64) bool {
 			collected = true
 			continue
 		}
-		if w.spec.openLoop {
-			w.mu.Unlock()
-			w.stats.fail(failSample{due: due, at: w.now(), class: uint8(cOverflow), reason: noDetail, phase: noDetail})
-			return true
+		if ended, ok := w.noRoom(due); ended {
+			return ok
 		}
-		w.roomWaiting = true
+	}
+}
+
+// noRoom is a dispatch's answer, with w.mu held (it lets go), to a
+// request due at due that finds the worker full: open loop, the request
+// is pool_overflow and ended; closed loop, it waits for room, and is not
+// ended (look again) unless the execution was cancelled meanwhile (ok
+// false).
+func (w *worker) noRoom(due int64) (ended, ok bool) {
+	if w.spec.openLoop {
 		w.mu.Unlock()
-		select {
-		case <-w.room:
-		case <-w.ctx.Done():
-			return false
-		}
+		w.stats.fail(failSample{due: due, at: w.now(), class: uint8(cOverflow), reason: noDetail, phase: noDetail})
+		return true, true
+	}
+	w.roomWaiting = true
+	w.mu.Unlock()
+	select {
+	case <-w.room:
+		return false, true
+	case <-w.ctx.Done():
+		return true, false
 	}
 }
 
