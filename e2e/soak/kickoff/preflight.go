@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -142,7 +144,7 @@ func (k *kickoff) preflightProvenance(ctx context.Context, ok, fail func(string,
 	}
 	ok("chart %s renders: the release runs %d images", chart.ChartName, len(images))
 	refs := append([]string{}, images...)
-	if k.o.ReaderImage != "" && !contains(refs, k.o.ReaderImage) {
+	if k.o.ReaderImage != "" && !slices.Contains(refs, k.o.ReaderImage) {
 		refs = append(refs, k.o.ReaderImage)
 		sort.Strings(refs)
 	}
@@ -184,40 +186,36 @@ func (k *kickoff) preflightProvenance(ctx context.Context, ok, fail func(string,
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
-}
-
 // driverImage returns the image of the driver container of a rendered
 // release, or "".
 func driverImage(manifests map[string]string) string {
-	dec := scheme.Codecs.UniversalDeserializer()
-	for _, path := range chart.Paths(manifests) {
-		for _, doc := range splitYAMLDocs(manifests[path]) {
-			obj, _, err := dec.Decode([]byte(doc), nil, nil)
-			if err != nil {
-				continue
-			}
-			if job, isJob := obj.(*batchv1.Job); isJob {
-				for _, c := range job.Spec.Template.Spec.Containers {
-					if c.Name == chart.DriverContainer {
-						return c.Image
-					}
-				}
-			}
+	return containerImage(manifests, chart.DriverContainer, func(obj runtime.Object) *corev1.PodSpec {
+		if job, ok := obj.(*batchv1.Job); ok {
+			return &job.Spec.Template.Spec
 		}
-	}
-	return ""
+		return nil
+	})
 }
 
 // engineImage is the image of the engine container of the rendered
 // release (a DaemonSet or a Deployment), or "".
 func engineImage(manifests map[string]string) string {
+	return containerImage(manifests, chart.EngineContainer, func(obj runtime.Object) *corev1.PodSpec {
+		switch o := obj.(type) {
+		case *appsv1.DaemonSet:
+			return &o.Spec.Template.Spec
+		case *appsv1.Deployment:
+			return &o.Spec.Template.Spec
+		}
+		return nil
+	})
+}
+
+// containerImage decodes a rendered release, document by document in the
+// chart's order, and returns the image of the first container named name
+// in a pod spec that spec finds in an object (nil: not a workload it
+// looks in), or "".
+func containerImage(manifests map[string]string, name string, spec func(runtime.Object) *corev1.PodSpec) string {
 	dec := scheme.Codecs.UniversalDeserializer()
 	for _, path := range chart.Paths(manifests) {
 		for _, doc := range splitYAMLDocs(manifests[path]) {
@@ -225,17 +223,12 @@ func engineImage(manifests map[string]string) string {
 			if err != nil {
 				continue
 			}
-			var spec *corev1.PodSpec
-			switch o := obj.(type) {
-			case *appsv1.DaemonSet:
-				spec = &o.Spec.Template.Spec
-			case *appsv1.Deployment:
-				spec = &o.Spec.Template.Spec
-			default:
+			ps := spec(obj)
+			if ps == nil {
 				continue
 			}
-			for _, c := range spec.Containers {
-				if c.Name == chart.EngineContainer {
+			for _, c := range ps.Containers {
+				if c.Name == name {
 					return c.Image
 				}
 			}
