@@ -321,8 +321,8 @@ func (g *grader) failures(live *LiveFailures, targetOf map[string]string) []fail
 	node := g.nodeNamed
 	// Target and node per series, not per sample.
 	type who struct{ label, target, node string }
-	whos := make([]who, len(live.series))
-	for i, k := range live.series {
+	whos := make([]who, len(live.series.vals))
+	for i, k := range live.series.vals {
 		label := live.str(k.label)
 		whos[i] = who{label, target(label), node(live.str(k.backend), live.str(k.name))}
 	}

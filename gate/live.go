@@ -29,15 +29,12 @@ type LiveFailures struct {
 	// was asked for.
 	Timeline *Timeline
 
-	strs     []string // interned strings; strs[0] is ""
-	ids      map[string]uint32
-	series   []liveSeries
-	seriesOf map[liveSeries]uint32
-	kinds    []liveKind
-	kindOf   map[liveKind]uint32
-	samples  []liveSample
-	odd      map[uint32]oddSample // by index in samples
-	dropped  []liveDropped
+	strs    idTable[string] // id 0 is ""
+	series  idTable[liveSeries]
+	kinds   idTable[liveKind]
+	samples []liveSample
+	odd     map[uint32]oddSample // by index in samples
+	dropped []liveDropped
 }
 
 // liveSeries is an execution on a backend: ids of its label, backend
@@ -98,45 +95,48 @@ type sampleView struct {
 }
 
 func newLiveFailures() *LiveFailures {
-	return &LiveFailures{strs: []string{""}, ids: map[string]uint32{"": 0},
-		seriesOf: map[liveSeries]uint32{}, kindOf: map[liveKind]uint32{}}
+	lf := &LiveFailures{strs: newIDTable[string](), series: newIDTable[liveSeries](), kinds: newIDTable[liveKind]()}
+	lf.strs.id("")
+	return lf
 }
 
-// intern returns the id of s.
-func (lf *LiveFailures) intern(s string) uint32 {
-	if id, ok := lf.ids[s]; ok {
+// idTable gives each distinct value a dense id, in the order first seen:
+// a live record of hours repeats few strings, series and kinds, so a
+// sample keeps their ids.
+type idTable[K comparable] struct {
+	vals []K
+	ids  map[K]uint32
+}
+
+func newIDTable[K comparable]() idTable[K] { return idTable[K]{ids: map[K]uint32{}} }
+
+// id returns the id of k, giving it the next one if it has none.
+func (t *idTable[K]) id(k K) uint32 {
+	if id, ok := t.ids[k]; ok {
 		return id
 	}
-	id := uint32(len(lf.strs))
-	lf.strs = append(lf.strs, s)
-	lf.ids[s] = id
+	id := uint32(len(t.vals))
+	t.vals = append(t.vals, k)
+	t.ids[k] = id
 	return id
 }
 
-func (lf *LiveFailures) str(id uint32) string { return lf.strs[id] }
+// at is the value of id.
+func (t *idTable[K]) at(id uint32) K { return t.vals[id] }
+
+// intern returns the id of s.
+func (lf *LiveFailures) intern(s string) uint32 { return lf.strs.id(s) }
+
+func (lf *LiveFailures) str(id uint32) string { return lf.strs.at(id) }
 
 // seriesID returns the id of the series of label on backend.
 func (lf *LiveFailures) seriesID(label, backend, name string) uint32 {
-	k := liveSeries{lf.intern(label), lf.intern(backend), lf.intern(name)}
-	if id, ok := lf.seriesOf[k]; ok {
-		return id
-	}
-	id := uint32(len(lf.series))
-	lf.series = append(lf.series, k)
-	lf.seriesOf[k] = id
-	return id
+	return lf.series.id(liveSeries{lf.intern(label), lf.intern(backend), lf.intern(name)})
 }
 
 // kindID returns the id of the pair class, reason.
 func (lf *LiveFailures) kindID(class, reason string) uint32 {
-	k := liveKind{lf.intern(class), lf.intern(reason)}
-	if id, ok := lf.kindOf[k]; ok {
-		return id
-	}
-	id := uint32(len(lf.kinds))
-	lf.kinds = append(lf.kinds, k)
-	lf.kindOf[k] = id
-	return id
+	return lf.kinds.id(liveKind{lf.intern(class), lf.intern(reason)})
 }
 
 // Times between these years fit in Unix nanoseconds.
@@ -222,14 +222,14 @@ func (lf *LiveFailures) times(i int) (due, outcome time.Time, dueOK, outcomeOK b
 
 // class is sample i's outcome class.
 func (lf *LiveFailures) class(i int) string {
-	return lf.str(lf.kinds[lf.samples[i].kind].class)
+	return lf.str(lf.kinds.at(lf.samples[i].kind).class)
 }
 
 // view is sample i as the gate prints it.
 func (lf *LiveFailures) view(i int) sampleView {
 	s := &lf.samples[i]
-	k := lf.kinds[s.kind]
-	v := sampleView{label: lf.str(lf.series[s.series].label), class: lf.str(k.class), reason: lf.str(k.reason),
+	k := lf.kinds.at(s.kind)
+	v := sampleView{label: lf.str(lf.series.at(s.series).label), class: lf.str(k.class), reason: lf.str(k.reason),
 		remote: lf.str(s.remote), latencyNs: s.latencyNs, status: int(s.status), connAgeMs: int64(s.connAgeMs)}
 	if s.flags&sOdd != 0 {
 		o := lf.odd[uint32(i)]

@@ -122,8 +122,8 @@ func TestLiveSampleKeepsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lf.sampleCount() != len(lines) || len(lf.series) != 3 {
-		t.Fatalf("kept %d samples of %d series, want %d of 3", lf.sampleCount(), len(lf.series), len(lines))
+	if lf.sampleCount() != len(lines) || len(lf.series.vals) != 3 {
+		t.Fatalf("kept %d samples of %d series, want %d of 3", lf.sampleCount(), len(lf.series.vals), len(lines))
 	}
 	for i, l := range lines {
 		wantDue, derr := time.Parse(time.RFC3339, l.Due)
@@ -133,7 +133,7 @@ func TestLiveSampleKeepsEverything(t *testing.T) {
 			t.Errorf("sample %d: times %v (%v), %v (%v); want %v, %v", i, due, dueOK, out, outOK, l.Due, l.Outcome)
 		}
 		v := lf.view(i)
-		k := lf.series[lf.samples[i].series]
+		k := lf.series.at(lf.samples[i].series)
 		got := []any{v.due, v.status, v.class, lf.class(i), v.reason, v.remote, v.connAgeMs, v.latencyNs, v.label, lf.str(k.backend), lf.str(k.name)}
 		want := []any{l.Due, l.Status, l.Class, l.Class, l.Reason, l.Remote, l.ConnAgeMs, l.LatencyNs, l.Label, l.Backend, l.BackendName}
 		for j := range got {
