@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/sortie-soak/sortie/internal/kube"
 )
 
 // The daemon-outage step. A node daemon (a CSI plugin, a node proxy) that
@@ -399,26 +401,12 @@ func (c *Churner) failedMounts(ctx context.Context, ns string, from, to time.Tim
 		if e.Reason != "FailedMount" {
 			continue
 		}
-		t := eventTime(&e)
+		t := kube.EventTime(&e)
 		if !t.Before(from) && (to.IsZero() || !t.After(to)) {
 			n++
 		}
 	}
 	return n, nil
-}
-
-// eventTime is when an event was last seen: lastTimestamp for the core
-// shape, eventTime for the events.k8s.io one, else when it was made.
-func eventTime(e *corev1.Event) time.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	case !e.FirstTimestamp.IsZero():
-		return e.FirstTimestamp.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 // outageLine prints the step's report: ROLLED when it is clean, FAILED (a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -74,4 +75,19 @@ func RealEnv(userAgent string) Env {
 		},
 		Clock: clock.Real{},
 	}
+}
+
+// EventTime is when an event was last seen, from whichever field its
+// reporter set: lastTimestamp for the core shape, eventTime for the
+// events.k8s.io one, firstTimestamp, else when it was made.
+func EventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.FirstTimestamp.IsZero():
+		return e.FirstTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -31,6 +30,7 @@ import (
 	"github.com/sortie-soak/sortie/churn"
 	"github.com/sortie-soak/sortie/e2e/soak/cluster"
 	"github.com/sortie-soak/sortie/internal/helmvalues"
+	"github.com/sortie-soak/sortie/internal/kube"
 	"github.com/sortie-soak/sortie/provenance"
 	"github.com/sortie-soak/sortie/watchdog"
 )
@@ -654,23 +654,11 @@ func laterEvent(a, b *corev1.Event) bool {
 	if aw, bw := a.Type == corev1.EventTypeWarning, b.Type == corev1.EventTypeWarning; aw != bw {
 		return aw
 	}
-	at, bt := eventTime(a), eventTime(b)
+	at, bt := kube.EventTime(a), kube.EventTime(b)
 	if !at.Equal(bt) {
 		return at.After(bt)
 	}
 	return a.Name > b.Name
-}
-
-// eventTime is when an event was last seen, from whichever field its
-// reporter set.
-func eventTime(e *corev1.Event) time.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 // classMode reads the binding mode of a storage class that must exist.
